@@ -1,0 +1,21 @@
+// Entry points of the shard format, used only by the registry (lib/dataset/registry.cc).
+#ifndef PACKREC_FORMATS_SHARD_SHARD_FORMAT_H_
+#define PACKREC_FORMATS_SHARD_SHARD_FORMAT_H_
+
+#include <filesystem>
+#include <memory>
+
+#include "packrec/reader.h"
+#include "packrec/writer.h"
+
+namespace packrec::shard {
+
+bool LooksLikeShardDataset(const std::filesystem::path& path);
+Result<std::unique_ptr<DatasetWriter>> CreateShardWriter(const std::filesystem::path& dir,
+                                                         const WriterOptions& options);
+Result<std::unique_ptr<Reader>> OpenShardDataset(const std::filesystem::path& dir,
+                                                 const OpenOptions& options);
+
+}  // namespace packrec::shard
+
+#endif  // PACKREC_FORMATS_SHARD_SHARD_FORMAT_H_

@@ -1,0 +1,83 @@
+// The byte layout of a packrec shard file, version 1. The specification, with field tables and a
+// hexdump, is docs/formats/shard.md: change both together and bump kShardFormatVersion.
+#ifndef PACKREC_FORMATS_SHARD_SHARD_LAYOUT_H_
+#define PACKREC_FORMATS_SHARD_SHARD_LAYOUT_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace packrec::shard {
+
+inline constexpr std::uint32_t kShardFormatVersion = 1;
+
+// PNG-style: the high-bit first byte catches 7-bit transfers, CR LF and LF catch line-ending
+// conversion, 0x1a stops `type` on DOS.
+inline constexpr std::array<unsigned char, 8> kHeaderMagic = {0x89, 'P',  'K',  'R',
+                                                              '\r', '\n', 0x1a, '\n'};
+inline constexpr std::array<unsigned char, 8> kFooterMagic = {'P', 'K', 'R', '-',
+                                                              'E', 'N', 'D', '\n'};
+
+inline constexpr std::size_t kHeaderSize = 64;
+inline constexpr std::size_t kFooterSize = 64;
+inline constexpr std::size_t kIndexEntrySize = 64;
+inline constexpr std::size_t kIndexAlignment = 8;
+inline constexpr std::size_t kMaxKeyBytes = 0xffff;
+inline constexpr std::uint32_t kMaxAlignBytes = 1u << 20;
+// A stored record never inflates past this when decompressed (guards a forged raw_size).
+inline constexpr std::uint64_t kMaxRawRecordBytes = 1ull << 32;
+
+inline constexpr char kManifestName[] = "manifest.json";
+inline constexpr char kManifestFormatName[] = "packrec-shard";
+
+struct Header {
+  std::uint32_t format_version = kShardFormatVersion;
+  std::uint32_t shard_index = 0;
+  std::uint32_t align_bytes = 64;
+  std::uint64_t first_record = 0;
+};
+
+struct Footer {
+  std::uint64_t keys_offset = 0;
+  std::uint64_t keys_size = 0;
+  std::uint64_t index_offset = 0;
+  std::uint64_t record_count = 0;
+  std::uint64_t first_record = 0;
+  std::uint64_t metadata_xxh64 = 0;  // over [keys_offset, index_offset + record_count * 64)
+};
+
+enum EntryFlags : std::uint8_t {
+  kFlagProgressive = 1u << 0,
+};
+
+struct IndexEntry {
+  std::uint64_t offset = 0;
+  std::uint64_t stored_size = 0;
+  std::uint64_t raw_size = 0;
+  std::uint64_t checksum = 0;  // xxHash64 of the stored bytes, seed = global record index
+  std::uint32_t label = 0;
+  std::uint32_t key_offset = 0;  // relative to Footer::keys_offset
+  std::uint32_t width = 0;
+  std::uint32_t height = 0;
+  std::uint16_t key_size = 0;
+  std::uint8_t channels = 0;
+  std::uint8_t encoding = 0;
+  std::uint8_t compression = 0;
+  std::uint8_t flags = 0;
+  std::uint8_t subsampling = 0;
+};
+
+void EncodeHeader(const Header& header, std::span<std::byte, kHeaderSize> out);
+void EncodeFooter(const Footer& footer, std::span<std::byte, kFooterSize> out);
+void EncodeIndexEntry(const IndexEntry& entry, std::span<std::byte, kIndexEntrySize> out);
+
+// Decoders check magic and checksums; they do not check fields against the file's size.
+enum class DecodeError { kNone, kBadMagic, kBadChecksum, kBadReserved };
+DecodeError DecodeHeader(std::span<const std::byte, kHeaderSize> in, Header* header);
+DecodeError DecodeFooter(std::span<const std::byte, kFooterSize> in, Footer* footer);
+DecodeError DecodeIndexEntry(std::span<const std::byte, kIndexEntrySize> in, IndexEntry* entry);
+
+}  // namespace packrec::shard
+
+#endif  // PACKREC_FORMATS_SHARD_SHARD_LAYOUT_H_

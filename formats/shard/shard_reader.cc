@@ -1,0 +1,327 @@
+// The shard reader: every shard mapped read-only and validated at open (header, footer, index
+// checksum and the bounds of every index entry), so Read is a bounds-free lookup plus, when
+// enabled, one checksum of the record.
+#include <zstd.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/checksum.h"
+#include "core/endian.h"
+#include "core/file_io.h"
+#include "shard/manifest.h"
+#include "shard/shard_format.h"
+#include "shard/shard_layout.h"
+
+namespace packrec::shard {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Shard {
+  ManifestShard meta;
+  fs::path path;
+  MappedFile map;
+  Footer footer;
+  Status damage;  // why the shard is unusable; OK when it is fine
+
+  std::span<const std::byte, kIndexEntrySize> EntryBytes(std::uint64_t local) const {
+    return std::span<const std::byte, kIndexEntrySize>(
+        map.bytes().data() + footer.index_offset + local * kIndexEntrySize, kIndexEntrySize);
+  }
+  IndexEntry Entry(std::uint64_t local) const {
+    IndexEntry entry;
+    DecodeIndexEntry(EntryBytes(local), &entry);  // validated at open
+    return entry;
+  }
+  std::string_view Key(const IndexEntry& entry) const {
+    return {reinterpret_cast<const char*>(map.bytes().data() + footer.keys_offset +
+                                          entry.key_offset),
+            entry.key_size};
+  }
+};
+
+std::string RecordWhere(const Shard& shard, std::uint64_t index, std::string_view key,
+                        std::uint64_t offset) {
+  return shard.meta.file + ": record " + std::to_string(index) + " (key '" + std::string(key) +
+         "') at byte offset " + std::to_string(offset);
+}
+
+// Checks everything about a shard that does not need the records' bytes.
+Status ValidateShard(Shard& shard) {
+  const std::string name = shard.path.string();
+  const std::uint64_t size = shard.map.size();
+  if (size < shard.meta.size_bytes) {
+    return Status::Truncated(name + ": truncated (expected " +
+                             std::to_string(shard.meta.size_bytes) + " bytes, got " +
+                             std::to_string(size) + ")");
+  }
+  if (size > shard.meta.size_bytes) {
+    return Status::Corruption(name + ": " + std::to_string(size) + " bytes, the manifest says " +
+                              std::to_string(shard.meta.size_bytes));
+  }
+  if (size < kHeaderSize + kFooterSize) {
+    return Status::Corruption(name + ": " + std::to_string(size) +
+                              " bytes is too small for a shard");
+  }
+  const std::span<const std::byte> bytes = shard.map.bytes();
+  Header header;
+  switch (DecodeHeader(bytes.first<kHeaderSize>(), &header)) {
+    case DecodeError::kBadMagic:
+      return Status::Corruption(name + ": not a packrec shard (bad magic at byte offset 0)");
+    case DecodeError::kBadChecksum:
+      return Status::Corruption(name + ": header checksum mismatch (bytes 0-63)");
+    case DecodeError::kBadReserved:
+      return Status::Corruption(name + ": header has non-zero reserved bytes");
+    case DecodeError::kNone:
+      break;
+  }
+  if (header.format_version > kShardFormatVersion) {
+    return Status::NotSupported(name + ": shard format version " +
+                                std::to_string(header.format_version) +
+                                " is newer than this packrec supports (" +
+                                std::to_string(kShardFormatVersion) + ")");
+  }
+  if (header.first_record != shard.meta.first_record) {
+    return Status::Corruption(name + ": header says first record " +
+                              std::to_string(header.first_record) + ", the manifest " +
+                              std::to_string(shard.meta.first_record));
+  }
+  const std::uint64_t footer_offset = size - kFooterSize;
+  switch (DecodeFooter(bytes.subspan(footer_offset).first<kFooterSize>(), &shard.footer)) {
+    case DecodeError::kBadMagic:
+      return Status::Corruption(name + ": footer magic missing at byte offset " +
+                                std::to_string(footer_offset + 56));
+    case DecodeError::kBadChecksum:
+      return Status::Corruption(name + ": footer checksum mismatch at byte offset " +
+                                std::to_string(footer_offset));
+    default:
+      break;
+  }
+  const Footer& footer = shard.footer;
+  if (footer.record_count != shard.meta.record_count ||
+      footer.first_record != shard.meta.first_record) {
+    return Status::Corruption(name + ": footer says " + std::to_string(footer.record_count) +
+                              " records from " + std::to_string(footer.first_record) +
+                              ", the manifest " + std::to_string(shard.meta.record_count) +
+                              " from " + std::to_string(shard.meta.first_record));
+  }
+  // Overflow-safe: every quantity is bounded by the file size before it is multiplied or added.
+  const bool index_fits = footer.record_count <= footer_offset / kIndexEntrySize &&
+                          footer.index_offset <= footer_offset &&
+                          footer.index_offset == footer_offset -
+                                                     footer.record_count * kIndexEntrySize;
+  const bool keys_fit = footer.keys_offset >= kHeaderSize &&
+                        footer.keys_offset <= footer.index_offset &&
+                        footer.keys_size <= footer.index_offset - footer.keys_offset &&
+                        footer.index_offset - footer.keys_offset - footer.keys_size <
+                            kIndexAlignment;
+  if (!index_fits || !keys_fit) {
+    return Status::Corruption(name + ": footer locates the key table or index outside the file");
+  }
+  const std::uint64_t computed =
+      Xxh64(bytes.subspan(footer.keys_offset, footer_offset - footer.keys_offset));
+  if (computed != footer.metadata_xxh64) {
+    return Status::Corruption(name + ": index checksum mismatch (bytes " +
+                              std::to_string(footer.keys_offset) + "-" +
+                              std::to_string(footer_offset - 1) + ")");
+  }
+  for (std::uint64_t local = 0; local < footer.record_count; ++local) {
+    IndexEntry entry;
+    const std::uint64_t index = footer.first_record + local;
+    const std::uint64_t entry_offset = footer.index_offset + local * kIndexEntrySize;
+    const bool reserved_ok =
+        DecodeIndexEntry(shard.EntryBytes(local), &entry) == DecodeError::kNone;
+    const bool payload_fits = entry.offset >= kHeaderSize && entry.offset <= footer.keys_offset &&
+                              entry.stored_size <= footer.keys_offset - entry.offset;
+    const bool key_fits = entry.key_offset <= footer.keys_size &&
+                          entry.key_size <= footer.keys_size - entry.key_offset;
+    const bool sizes_ok =
+        entry.compression <= static_cast<std::uint8_t>(Compression::kZstd) &&
+        (entry.compression != 0 || entry.raw_size == entry.stored_size) &&
+        entry.raw_size <= kMaxRawRecordBytes &&
+        entry.encoding <= static_cast<std::uint8_t>(Encoding::kPng);
+    if (!reserved_ok || !payload_fits || !key_fits || !sizes_ok) {
+      return Status::Corruption(name + ": index entry of record " + std::to_string(index) +
+                                " at byte offset " + std::to_string(entry_offset) +
+                                " is impossible (offset " + std::to_string(entry.offset) +
+                                ", size " + std::to_string(entry.stored_size) + ")");
+    }
+  }
+  return Status::OK();
+}
+
+class ShardReader final : public Reader {
+ public:
+  ShardReader(DatasetInfo info, std::vector<Shard> shards, OpenOptions options)
+      : info_(std::move(info)), shards_(std::move(shards)), options_(options) {
+    for (const Shard& shard : shards_) shard_first_.push_back(shard.meta.first_record);
+  }
+
+  const DatasetInfo& info() const override { return info_; }
+
+  Result<RecordView> Read(std::uint64_t index, ReadScratch& scratch) const override {
+    if (index >= info_.record_count) {
+      return Status::OutOfRange("record index " + std::to_string(index) +
+                                " is out of range (the dataset has " +
+                                std::to_string(info_.record_count) + " records)");
+    }
+    const auto it = std::upper_bound(shard_first_.begin(), shard_first_.end(), index);
+    const Shard& shard = shards_[static_cast<std::size_t>(it - shard_first_.begin()) - 1];
+    if (!shard.damage.ok()) return shard.damage;
+    return ReadFromShard(shard, index, scratch, options_.verify_checksums);
+  }
+
+  Status ForEach(const Visitor& visit, std::uint64_t begin, std::uint64_t end) const override {
+    end = std::min(end, info_.record_count);
+    ReadScratch scratch;
+    for (const Shard& shard : shards_) {
+      const std::uint64_t shard_end = shard.meta.first_record + shard.meta.record_count;
+      if (shard_end <= begin || shard.meta.first_record >= end) continue;
+      if (!shard.damage.ok()) return shard.damage;
+      shard.map.AdviseSequential(0, shard.footer.keys_offset);
+      for (std::uint64_t i = std::max(begin, shard.meta.first_record);
+           i < std::min(end, shard_end); ++i) {
+        PACKREC_ASSIGN_OR_RETURN(const RecordView view,
+                                 ReadFromShard(shard, i, scratch, options_.verify_checksums));
+        PACKREC_RETURN_IF_ERROR(visit(view));
+      }
+    }
+    return Status::OK();
+  }
+
+  VerifyStats Verify(VerifyReporter& reporter) const override {
+    VerifyStats stats;
+    ReadScratch scratch;
+    for (const Shard& shard : shards_) {
+      if (!shard.damage.ok()) {
+        reporter.Report({shard.meta.file, std::nullopt, "", std::nullopt, shard.damage});
+        ++stats.problems;
+        continue;
+      }
+      shard.map.AdviseSequential(0, shard.map.size());
+      const std::uint64_t problems_before = stats.problems;
+      for (std::uint64_t local = 0; local < shard.meta.record_count; ++local) {
+        const std::uint64_t index = shard.meta.first_record + local;
+        Result<RecordView> view = ReadFromShard(shard, index, scratch, /*verify=*/true);
+        ++stats.records_checked;
+        if (view.ok()) {
+          stats.bytes_checked += view->bytes.size();
+          continue;
+        }
+        const IndexEntry entry = shard.Entry(local);
+        reporter.Report({shard.meta.file, index, std::string(shard.Key(entry)), entry.offset,
+                         view.status()});
+        ++stats.problems;
+      }
+      // Bytes outside records (padding) are covered only by the whole-file checksum.
+      if (stats.problems == problems_before) {
+        const std::uint64_t computed = Xxh64(shard.map.bytes());
+        if (computed != shard.meta.xxh64) {
+          reporter.Report({shard.meta.file, std::nullopt, "", std::nullopt,
+                           Status::Corruption(shard.meta.file + ": file checksum mismatch (" +
+                                              "manifest " + Hex64(shard.meta.xxh64) +
+                                              ", computed " + Hex64(computed) + ")")});
+          ++stats.problems;
+        }
+      }
+    }
+    return stats;
+  }
+
+ private:
+  static Result<RecordView> ReadFromShard(const Shard& shard, std::uint64_t index,
+                                          ReadScratch& scratch, bool verify) {
+    const IndexEntry entry = shard.Entry(index - shard.meta.first_record);
+    const std::span<const std::byte> stored =
+        shard.map.bytes().subspan(entry.offset, entry.stored_size);
+    RecordView view;
+    view.index = index;
+    view.key = shard.Key(entry);
+    view.label = entry.label;
+    view.width = entry.width;
+    view.height = entry.height;
+    view.channels = entry.channels;
+    view.encoding = static_cast<Encoding>(entry.encoding);
+    if (verify) {
+      const std::uint64_t computed = Xxh64(stored, /*seed=*/index);
+      if (computed != entry.checksum) {
+        return Status::Corruption(RecordWhere(shard, index, view.key, entry.offset) +
+                                  ": checksum mismatch (stored " + Hex64(entry.checksum) +
+                                  ", computed " + Hex64(computed) + ")");
+      }
+    }
+    if (entry.compression == static_cast<std::uint8_t>(Compression::kZstd)) {
+      scratch.bytes.resize(entry.raw_size);
+      const std::size_t size = ZSTD_decompress(scratch.bytes.data(), scratch.bytes.size(),
+                                               stored.data(), stored.size());
+      if (ZSTD_isError(size) || size != entry.raw_size) {
+        return Status::Corruption(
+            RecordWhere(shard, index, view.key, entry.offset) + ": zstd payload does not " +
+            "decompress to " + std::to_string(entry.raw_size) + " bytes" +
+            (ZSTD_isError(size) ? std::string(" (") + ZSTD_getErrorName(size) + ")" : ""));
+      }
+      view.bytes = scratch.bytes;
+    } else {
+      view.bytes = stored;
+    }
+    return view;
+  }
+
+  DatasetInfo info_;
+  std::vector<Shard> shards_;
+  std::vector<std::uint64_t> shard_first_;
+  OpenOptions options_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Reader>> OpenShardDataset(const fs::path& dir, const OpenOptions& options) {
+  const fs::path manifest_path = dir / kManifestName;
+  Result<std::vector<std::byte>> text = ReadWholeFile(manifest_path);
+  if (!text.ok()) {
+    if (text.status().code() == StatusCode::kNotFound) {
+      return Status::NotFound(dir.string() + " is not a packrec dataset (no " + kManifestName +
+                              ")");
+    }
+    return text.status();
+  }
+  PACKREC_ASSIGN_OR_RETURN(
+      Manifest manifest,
+      ParseManifest(std::string_view(reinterpret_cast<const char*>(text->data()), text->size()),
+                    manifest_path.string()));
+
+  DatasetInfo info;
+  info.format = "shard";
+  info.format_version = manifest.format_version;
+  info.record_count = manifest.record_count;
+  info.rejected_count = manifest.rejected_count;
+  info.classes = manifest.classes;
+  info.label_count = manifest.label_count;
+  info.listing_hash = manifest.listing_hash;
+  info.source_kind = manifest.source_kind;
+  info.payload_bytes = manifest.payload_bytes;
+  info.options_json = manifest.options_json;
+  info.created_by = manifest.created_by;
+
+  std::vector<Shard> shards;
+  shards.reserve(manifest.shards.size());
+  for (const ManifestShard& meta : manifest.shards) {
+    info.files.push_back({meta.file, meta.first_record, meta.record_count, meta.size_bytes});
+    Shard& shard = shards.emplace_back();
+    shard.meta = meta;
+    shard.path = dir / meta.file;
+    Result<MappedFile> map = MappedFile::Open(shard.path);
+    if (map.ok()) {
+      shard.map = std::move(map).value();
+      shard.damage = ValidateShard(shard);
+    } else {
+      shard.damage = map.status();
+    }
+    if (!shard.damage.ok() && !options.allow_damaged_shards) return shard.damage;
+  }
+  return std::unique_ptr<Reader>(new ShardReader(std::move(info), std::move(shards), options));
+}
+
+}  // namespace packrec::shard

@@ -1,0 +1,65 @@
+// Convert: an image folder or list file in, a packed dataset out.
+#ifndef PACKREC_CONVERT_H_
+#define PACKREC_CONVERT_H_
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "packrec/ingest.h"
+#include "packrec/status.h"
+#include "packrec/writer.h"
+
+namespace packrec {
+
+enum class OnError { kFail, kSkip };
+
+struct ConvertOptions {
+  std::filesystem::path source;  // a directory (image folder) or a list file
+  std::filesystem::path output;  // the dataset directory to create
+  WriterOptions writer;
+  ListFileKind list_kind = ListFileKind::kAuto;
+  std::filesystem::path list_root;  // list files: paths are relative to this (default: its dir)
+  std::optional<std::uint64_t> shuffle_seed;  // shuffle the listing at convert time
+  unsigned threads = 0;                       // readers/validators; 0: hardware concurrency
+  OnError on_error = OnError::kFail;
+  std::uint32_t resize_short = 0;  // > 0: re-encode with the shorter side at most this
+  int quality = 0;                 // > 0: re-encode at this JPEG quality
+};
+
+struct ConvertProgress {
+  std::uint64_t records_done = 0;  // written or rejected
+  std::uint64_t records_total = 0;
+  std::uint64_t input_bytes = 0;
+  double elapsed_seconds = 0;
+};
+
+struct Reject {
+  std::string path;
+  std::string reason;
+};
+
+struct ConvertStats {
+  std::uint64_t records_written = 0;
+  std::uint64_t input_bytes = 0;
+  std::uint64_t output_bytes = 0;
+  std::vector<Reject> rejects;  // also written to OUTPUT/rejects.tsv
+  std::vector<std::string> empty_classes;
+  double elapsed_seconds = 0;
+};
+
+// Called from the writing thread, at most every `progress_interval`.
+using ProgressCallback = std::function<void(const ConvertProgress&)>;
+
+// Errors: InvalidArgument (bad option; the message names it), NotFound (missing input, no images
+// found), AlreadyExists (output exists without overwrite), InvalidInput (an input that is not an
+// image, with on_error=kFail; names the file, its listing index and why), IOError (names the path).
+// On error nothing is left at the output path.
+Result<ConvertStats> Convert(const ConvertOptions& options, const ProgressCallback& progress = {});
+
+}  // namespace packrec
+
+#endif  // PACKREC_CONVERT_H_

@@ -1,0 +1,35 @@
+// Whole-dataset operations built on the Reader interface: verify (optionally decoding every
+// image) and extract (writing the original files back).
+#ifndef PACKREC_DATASET_OPS_H_
+#define PACKREC_DATASET_OPS_H_
+
+#include <cstdint>
+#include <filesystem>
+
+#include "packrec/reader.h"
+#include "packrec/status.h"
+
+namespace packrec {
+
+struct VerifyOptions {
+  bool deep = false;  // also decode every image (CheckDecodes)
+};
+
+// The reader's own Verify, then, with `deep`, a decode of every record that passed.
+VerifyStats VerifyDataset(const Reader& reader, const VerifyOptions& options,
+                          VerifyReporter& reporter);
+
+struct ExtractStats {
+  std::uint64_t files_written = 0;
+  std::uint64_t bytes_written = 0;
+};
+
+// Writes every record to `out_dir / key`, byte for byte as stored. Refuses (InvalidArgument, naming
+// the record) keys that are absolute, empty, contain "..", or resolve outside out_dir through a
+// symlink. Existing files are an AlreadyExists error unless `overwrite`.
+Result<ExtractStats> ExtractDataset(const Reader& reader, const std::filesystem::path& out_dir,
+                                    bool overwrite = false);
+
+}  // namespace packrec
+
+#endif  // PACKREC_DATASET_OPS_H_

@@ -1,0 +1,34 @@
+// Image header probing and the checks convert and verify run on encoded images.
+// Thread-safe: every function may be called from many threads at once.
+#ifndef PACKREC_IMAGE_H_
+#define PACKREC_IMAGE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "packrec/record.h"
+#include "packrec/status.h"
+
+namespace packrec {
+
+// Largest image packrec decodes: a guard against decompression bombs (width * height).
+inline constexpr std::uint64_t kMaxImagePixels = 1ull << 28;
+
+// Reads the header only: JPEG (SOF via libjpeg-turbo, plus progressive and end-of-image checks) or
+// PNG (signature and IHDR). InvalidInput for anything else, with the reason.
+Result<ImageInfo> ProbeImage(std::span<const std::byte> bytes);
+
+// Decodes every pixel (JPEG with libjpeg-turbo, stopping on warnings and limiting progressive
+// scans; PNG with libpng) and discards them. InvalidInput with the decoder's message on failure.
+Status CheckDecodes(std::span<const std::byte> bytes);
+
+// Re-encodes an image as JPEG: shorter side scaled down to `resize_short` when it is larger
+// (0: keep the size), at `quality` (1-100). Grayscale stays grayscale.
+Result<std::vector<std::byte>> TranscodeToJpeg(std::span<const std::byte> bytes,
+                                               std::uint32_t resize_short, int quality);
+
+}  // namespace packrec
+
+#endif  // PACKREC_IMAGE_H_

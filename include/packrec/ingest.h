@@ -1,0 +1,52 @@
+// Input listings: which files a conversion reads, in which order, with which labels.
+#ifndef PACKREC_INGEST_H_
+#define PACKREC_INGEST_H_
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "packrec/status.h"
+
+namespace packrec {
+
+struct SourceItem {
+  std::filesystem::path path;  // where to read the file
+  std::string key;             // relative path stored with the record ('/' separated)
+  std::uint32_t label = 0;
+};
+
+struct SourceListing {
+  std::string kind;                  // "image-folder", "caffe-list" or "mxnet-list"
+  std::vector<std::string> classes;  // image folders only: label i is classes[i]
+  std::vector<SourceItem> items;
+  std::vector<std::string> empty_classes;  // class folders without any image file
+};
+
+enum class ListFileKind { kAuto, kCaffe, kMxnet };
+
+// Lists `root/<class>/.../<file>` exactly as torchvision's ImageFolder does: classes are the
+// sorted names of root's sub-directories (byte order, as Python sorts str), labels their index;
+// within a class, files sorted by (directory, name); symlinks followed; extensions matched
+// case-insensitively against ImageFolder's list (.jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp).
+// Errors: NotFound (no such path), InvalidArgument (not a directory, a class name that is not
+// UTF-8), IOError.
+Result<SourceListing> ListImageFolder(const std::filesystem::path& root);
+
+// Reads a list file: Caffe convert_imageset ("relative/path label", split at the last space) or
+// MXNet im2rec .lst ("index<TAB>label[<TAB>label...]<TAB>path"; the first label is used and must
+// be a non-negative integer). Paths are relative to `root`. Blank lines and lines starting with '#'
+// are skipped. Errors name the file and line number.
+Result<SourceListing> ReadListFile(const std::filesystem::path& list_file,
+                                   const std::filesystem::path& root, ListFileKind kind);
+
+// Hex xxHash64 over the classes and the (key, label) pairs in listing order.
+std::string ListingHash(const SourceListing& listing);
+
+// Reorders items with a deterministic permutation of `seed` (the same on every platform).
+void ShuffleListing(SourceListing& listing, std::uint64_t seed);
+
+}  // namespace packrec
+
+#endif  // PACKREC_INGEST_H_

@@ -1,0 +1,122 @@
+// The one reader interface every storage format implements, and OpenDataset, which detects the
+// format of a path and opens it.
+//
+// Threading: a Reader is immutable after OpenDataset returns. Read, ForEach and Verify may be called
+// from any number of threads at once, each thread with its own ReadScratch.
+//
+// Lifetime: a RecordView's spans stay valid while the Reader is alive, except when the record had
+// to be copied or decompressed (compressed records, formats without a mapping): then they point
+// into the ReadScratch passed to Read and stay valid until that scratch is next used or destroyed.
+// Copy what you keep.
+//
+// fork(): the shard reader holds only read-only mappings and no locks, so a child process may keep
+// using a Reader opened by its parent. Other formats document their own rule in their headers.
+#ifndef PACKREC_READER_H_
+#define PACKREC_READER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "packrec/record.h"
+#include "packrec/status.h"
+
+namespace packrec {
+
+struct OpenOptions {
+  // Check each record's checksum on every Read (costs one xxHash64 pass over the bytes).
+  bool verify_checksums = true;
+  // Open even when some shards fail their structural checks; reads of their records then return
+  // the shard's error. Verify uses this to report every problem instead of stopping at the first.
+  bool allow_damaged_shards = false;
+};
+
+// One file of a dataset, as the manifest lists it.
+struct DatasetFileInfo {
+  std::string file;  // relative to the dataset directory
+  std::uint64_t first_record = 0;
+  std::uint64_t record_count = 0;
+  std::uint64_t size_bytes = 0;
+};
+
+struct DatasetInfo {
+  std::string format;  // "shard", ...
+  std::uint32_t format_version = 0;
+  std::uint64_t record_count = 0;
+  std::uint64_t rejected_count = 0;        // inputs skipped at convert time (--on-error skip)
+  std::vector<std::string> classes;        // label i is classes[i]; empty for list-file inputs
+  std::uint32_t label_count = 0;           // max label + 1
+  std::string listing_hash;                // hex xxHash64 of the sorted input listing
+  std::string source_kind;                 // "image-folder", "caffe-list", "mxnet-list", "api"
+  std::uint64_t payload_bytes = 0;         // sum of stored record sizes
+  std::vector<DatasetFileInfo> files;
+  std::string options_json;                // the convert options, as a JSON object
+  std::string created_by;
+};
+
+// Per-call scratch for records that cannot be handed out as views. Reuse one per thread.
+struct ReadScratch {
+  std::vector<std::byte> bytes;
+};
+
+// One problem found by Verify. Fields that do not apply are empty.
+struct VerifyProblem {
+  std::string file;                          // shard or manifest path
+  std::optional<std::uint64_t> record_index; // global record index
+  std::string key;
+  std::optional<std::uint64_t> byte_offset;  // offset in `file` where the bad data starts
+  Status status;
+};
+
+// Receives every problem found while scanning; scanning goes on after each one.
+class VerifyReporter {
+ public:
+  virtual ~VerifyReporter() = default;
+  virtual void Report(const VerifyProblem& problem) = 0;
+};
+
+struct VerifyStats {
+  std::uint64_t records_checked = 0;
+  std::uint64_t bytes_checked = 0;
+  std::uint64_t problems = 0;
+};
+
+class Reader {
+ public:
+  virtual ~Reader() = default;
+  Reader() = default;
+  Reader(const Reader&) = delete;
+  Reader& operator=(const Reader&) = delete;
+
+  virtual const DatasetInfo& info() const = 0;
+  std::uint64_t size() const { return info().record_count; }
+
+  // Random access by global index: O(1) for the shard format.
+  // Errors: OutOfRange past the end; Corruption when the record fails its checksum (with shard,
+  // record index, key and byte offset in the message); the shard's own error if it is damaged.
+  virtual Result<RecordView> Read(std::uint64_t index, ReadScratch& scratch) const = 0;
+
+  // Sequential iteration over [begin, min(end, size())), in index order, with read-ahead hints
+  // where the format has them. Stops at and returns the first error of Read or of `visit`.
+  using Visitor = std::function<Status(const RecordView&)>;
+  virtual Status ForEach(const Visitor& visit, std::uint64_t begin = 0,
+                         std::uint64_t end = UINT64_MAX) const;
+
+  // Checks every byte the format can check (headers, index, every record checksum, whole-file
+  // checksums), reports each problem to `reporter` and goes on.
+  virtual VerifyStats Verify(VerifyReporter& reporter) const = 0;
+};
+
+// Opens the dataset at `path`, detecting its format. Errors: NotFound, Corruption, Truncated,
+// NotSupported (a newer format version), IOError; each message names the file.
+Result<std::unique_ptr<Reader>> OpenDataset(const std::filesystem::path& path,
+                                            const OpenOptions& options = {});
+
+}  // namespace packrec
+
+#endif  // PACKREC_READER_H_

@@ -1,0 +1,59 @@
+// What a record is: the bytes of one image plus the metadata a loader needs without decoding.
+#ifndef PACKREC_RECORD_H_
+#define PACKREC_RECORD_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace packrec {
+
+// Encoding of a record's payload. Values are stored on disk (docs/formats/shard.md): never renumber.
+enum class Encoding : std::uint8_t {
+  kUnknown = 0,
+  kJpeg = 1,
+  kPng = 2,
+};
+
+// Chroma subsampling of a JPEG, as its SOF segment declares it.
+enum class Subsampling : std::uint8_t {
+  kNone = 0,  // not a JPEG, or not known
+  k444,
+  k422,
+  k420,
+  kGray,
+  k440,
+  k411,
+  kOther,
+};
+
+std::string_view EncodingName(Encoding encoding);
+std::string_view SubsamplingName(Subsampling subsampling);
+
+// What the image's header says, read without decoding the pixels.
+struct ImageInfo {
+  Encoding encoding = Encoding::kUnknown;
+  std::uint32_t width = 0;
+  std::uint32_t height = 0;
+  std::uint8_t channels = 0;  // components as stored: 1 gray, 3 color, 4 CMYK/RGBA, 2 gray+alpha
+  Subsampling subsampling = Subsampling::kNone;
+  bool progressive = false;
+};
+
+// One record as a reader hands it out. The spans point either into the reader's mapping or into
+// the caller's ReadScratch; see Reader::Read for how long they stay valid.
+struct RecordView {
+  std::uint64_t index = 0;  // global record index in the dataset
+  std::string_view key;     // the record's relative path in the source, UTF-8 or raw bytes
+  std::uint32_t label = 0;
+  std::span<const std::byte> bytes;  // the encoded image exactly as stored at convert time
+  std::uint32_t width = 0;
+  std::uint32_t height = 0;
+  std::uint8_t channels = 0;
+  Encoding encoding = Encoding::kUnknown;
+};
+
+}  // namespace packrec
+
+#endif  // PACKREC_RECORD_H_

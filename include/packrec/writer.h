@@ -1,0 +1,78 @@
+// The writer interface every storage format implements. Convert drives it; loaders and tools that
+// make records themselves may use it directly.
+//
+// Threading: one thread per writer. Records are stored in the order Add is called.
+// Durability: nothing is visible as a dataset until Finish returns OK (the manifest is written
+// last, after every data file is fsynced and renamed into place).
+#ifndef PACKREC_WRITER_H_
+#define PACKREC_WRITER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "packrec/record.h"
+#include "packrec/status.h"
+
+namespace packrec {
+
+enum class Compression : std::uint8_t {
+  kNone = 0,
+  kZstd = 1,
+};
+
+struct WriterOptions {
+  std::string format = "shard";
+  std::uint64_t shard_size_bytes = 256ull << 20;  // target size of one shard file
+  std::uint32_t align_bytes = 64;                 // record alignment; a power of two, <= 1 MiB
+  Compression compression = Compression::kNone;
+  int compression_level = 3;
+  // Replace an existing dataset at the path (only a packrec dataset or an empty directory).
+  bool overwrite = false;
+};
+
+// One record as the writer takes it. `bytes` is only read during Add.
+struct RecordInput {
+  std::string_view key;
+  std::uint32_t label = 0;
+  std::span<const std::byte> bytes;
+  ImageInfo image;
+};
+
+// Dataset-level facts stored with the records.
+struct DatasetMetadata {
+  std::vector<std::string> classes;
+  std::string listing_hash;  // hex; identifies the input listing
+  std::string source_kind = "api";
+  std::uint64_t rejected_count = 0;
+  std::string options_json = "{}";  // convert options to record, a JSON object
+};
+
+class DatasetWriter {
+ public:
+  virtual ~DatasetWriter() = default;
+  virtual Status Add(const RecordInput& record) = 0;
+  // Seals the last data file and writes the manifest. After an error, call Abort.
+  virtual Status Finish(const DatasetMetadata& metadata) = 0;
+  // Removes every file this writer created. Safe to call at any time, and more than once.
+  virtual void Abort() = 0;
+  virtual std::uint64_t records_written() const = 0;
+  virtual std::uint64_t bytes_written() const = 0;
+};
+
+// Creates a writer for `options.format` at directory `path`. Errors: AlreadyExists when `path`
+// exists and `overwrite` is false (or it is not a dataset), InvalidArgument for bad options.
+Result<std::unique_ptr<DatasetWriter>> CreateDatasetWriter(const std::filesystem::path& path,
+                                                           const WriterOptions& options);
+
+// The names CreateDatasetWriter accepts.
+std::vector<std::string> WritableFormats();
+
+}  // namespace packrec
+
+#endif  // PACKREC_WRITER_H_

@@ -1,0 +1,239 @@
+#include "core/file_io.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+namespace packrec {
+namespace {
+
+constexpr std::size_t kWriteBufferBytes = 1u << 20;
+
+// EINTR-safe full write.
+int WriteAll(int fd, const std::byte* data, std::size_t size) {
+  while (size > 0) {
+    const ssize_t n = ::write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    data += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Status ErrnoStatus(std::string_view operation, const std::filesystem::path& path, int error) {
+  std::string message(operation);
+  message += " ";
+  message += path.string();
+  message += ": ";
+  message += std::strerror(error);
+  if (error == ENOENT) return Status::NotFound(std::move(message));
+  return Status::IOError(std::move(message));
+}
+
+Result<std::vector<std::byte>> ReadWholeFile(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("open", path, errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int error = errno;
+    ::close(fd);
+    return ErrnoStatus("stat", path, error);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::InvalidInput("read " + path.string() + ": not a regular file");
+  }
+  std::vector<std::byte> bytes(static_cast<std::size_t>(st.st_size));
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int error = errno;
+      ::close(fd);
+      return ErrnoStatus("read", path, error);
+    }
+    if (n == 0) break;  // the file shrank while we read it
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  bytes.resize(done);
+  return bytes;
+}
+
+Result<std::unique_ptr<WritableFile>> WritableFile::Create(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus("create", path, errno);
+  return std::unique_ptr<WritableFile>(new WritableFile(path, fd));
+}
+
+WritableFile::WritableFile(std::filesystem::path path, int fd)
+    : path_(std::move(path)), fd_(fd), buffer_(kWriteBufferBytes) {}
+
+WritableFile::~WritableFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status WritableFile::FlushBuffer() {
+  if (buffered_ == 0) return Status::OK();
+  const int error = WriteAll(fd_, buffer_.data(), buffered_);
+  buffered_ = 0;
+  if (error != 0) return ErrnoStatus("write", path_, error);
+  return Status::OK();
+}
+
+Status WritableFile::Append(std::span<const std::byte> bytes) {
+  if (fd_ < 0) return Status::Internal("append to closed file " + path_.string());
+  size_ += bytes.size();
+  if (buffered_ + bytes.size() > buffer_.size()) {
+    PACKREC_RETURN_IF_ERROR(FlushBuffer());
+    if (bytes.size() >= buffer_.size()) {
+      const int error = WriteAll(fd_, bytes.data(), bytes.size());
+      if (error != 0) return ErrnoStatus("write", path_, error);
+      return Status::OK();
+    }
+  }
+  std::memcpy(buffer_.data() + buffered_, bytes.data(), bytes.size());
+  buffered_ += bytes.size();
+  return Status::OK();
+}
+
+Status WritableFile::AppendZeros(std::size_t count) {
+  static constexpr std::byte kZeros[4096] = {};
+  while (count > 0) {
+    const std::size_t chunk = std::min(count, sizeof kZeros);
+    PACKREC_RETURN_IF_ERROR(Append({kZeros, chunk}));
+    count -= chunk;
+  }
+  return Status::OK();
+}
+
+Status WritableFile::Sync() {
+  PACKREC_RETURN_IF_ERROR(FlushBuffer());
+  if (::fsync(fd_) != 0) return ErrnoStatus("fsync", path_, errno);
+  return Status::OK();
+}
+
+Status WritableFile::Close() {
+  if (fd_ < 0) return Status::OK();
+  Status status = FlushBuffer();
+  if (::close(fd_) != 0 && status.ok()) status = ErrnoStatus("close", path_, errno);
+  fd_ = -1;
+  return status;
+}
+
+Result<MappedFile> MappedFile::Open(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("open", path, errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int error = errno;
+    ::close(fd);
+    return ErrnoStatus("stat", path, error);
+  }
+  MappedFile file;
+  file.size_ = static_cast<std::size_t>(st.st_size);
+  if (file.size_ > 0) {
+    void* data = ::mmap(nullptr, file.size_, PROT_READ, MAP_SHARED, fd, 0);
+    if (data == MAP_FAILED) {
+      const int error = errno;
+      ::close(fd);
+      return ErrnoStatus("mmap", path, error);
+    }
+    file.data_ = static_cast<const std::byte*>(data);
+  }
+  ::close(fd);  // the mapping keeps the file open
+  return file;
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
+}
+
+MappedFile::MappedFile(MappedFile&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+void MappedFile::AdviseSequential(std::size_t offset, std::size_t length) const {
+  if (data_ == nullptr || offset >= size_) return;
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  const std::size_t start = offset / page * page;
+  const std::size_t end = std::min(size_, offset + length);
+  // Hints only: a failure changes speed, never results.
+  ::madvise(const_cast<std::byte*>(data_) + start, end - start, MADV_SEQUENTIAL);
+  ::madvise(const_cast<std::byte*>(data_) + start, end - start, MADV_WILLNEED);
+}
+
+Status RenamePath(const std::filesystem::path& from, const std::filesystem::path& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    return ErrnoStatus("rename to " + to.string() + " from", from, errno);
+  }
+  return Status::OK();
+}
+
+Status SyncDirectory(const std::filesystem::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("open directory", dir, errno);
+  Status status;
+  if (::fsync(fd) != 0) status = ErrnoStatus("fsync directory", dir, errno);
+  ::close(fd);
+  return status;
+}
+
+Status WriteFileAtomically(const std::filesystem::path& path, std::span<const std::byte> bytes) {
+  std::filesystem::path tmp = path;
+  tmp += ".tmp";
+  std::error_code ignored;
+  std::filesystem::remove(tmp, ignored);  // a leftover of an interrupted run
+  PACKREC_ASSIGN_OR_RETURN(auto file, WritableFile::Create(tmp));
+  Status status = file->Append(bytes);
+  if (status.ok()) status = file->Sync();
+  if (status.ok()) status = file->Close();
+  if (status.ok()) status = RenamePath(tmp, path);
+  if (!status.ok()) {
+    std::filesystem::remove(tmp, ignored);
+    return status;
+  }
+  return SyncDirectory(path.parent_path().empty() ? "." : path.parent_path());
+}
+
+Status WriteWholeFile(const std::filesystem::path& path, std::span<const std::byte> bytes,
+                      bool overwrite) {
+  const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (overwrite ? O_TRUNC : O_EXCL);
+  const int fd = ::open(path.c_str(), flags, 0644);
+  if (fd < 0) {
+    if (errno == EEXIST) {
+      return Status::AlreadyExists(path.string() + " exists (pass --overwrite to replace it)");
+    }
+    return ErrnoStatus("create", path, errno);
+  }
+  const int error = WriteAll(fd, bytes.data(), bytes.size());
+  const int close_error = ::close(fd) != 0 ? errno : 0;
+  if (error != 0 || close_error != 0) {
+    std::error_code ignored;
+    std::filesystem::remove(path, ignored);  // never leave a partial file behind
+    return ErrnoStatus("write", path, error != 0 ? error : close_error);
+  }
+  return Status::OK();
+}
+
+}  // namespace packrec

@@ -1,0 +1,84 @@
+// POSIX file access with errors as Status values that name the path and the operation.
+#ifndef PACKREC_LIB_CORE_FILE_IO_H_
+#define PACKREC_LIB_CORE_FILE_IO_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "packrec/status.h"
+
+namespace packrec {
+
+// "open /a/b: No such file or directory" as an IOError (NotFound for ENOENT).
+Status ErrnoStatus(std::string_view operation, const std::filesystem::path& path, int error);
+
+Result<std::vector<std::byte>> ReadWholeFile(const std::filesystem::path& path);
+
+// An append-only file, created exclusively (O_EXCL), written through a buffer.
+class WritableFile {
+ public:
+  static Result<std::unique_ptr<WritableFile>> Create(const std::filesystem::path& path);
+  ~WritableFile();
+  WritableFile(const WritableFile&) = delete;
+  WritableFile& operator=(const WritableFile&) = delete;
+
+  Status Append(std::span<const std::byte> bytes);
+  Status AppendZeros(std::size_t count);
+  // Flushes the buffer and fsyncs.
+  Status Sync();
+  Status Close();
+  std::uint64_t size() const { return size_; }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  WritableFile(std::filesystem::path path, int fd);
+  Status FlushBuffer();
+
+  std::filesystem::path path_;
+  int fd_;
+  std::vector<std::byte> buffer_;
+  std::size_t buffered_ = 0;
+  std::uint64_t size_ = 0;
+};
+
+// A whole file mapped read-only. Move-only.
+class MappedFile {
+ public:
+  static Result<MappedFile> Open(const std::filesystem::path& path);
+  MappedFile() = default;
+  ~MappedFile();
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  std::span<const std::byte> bytes() const { return {data_, size_}; }
+  std::size_t size() const { return size_; }
+  // madvise hints for a scan of [offset, offset + length).
+  void AdviseSequential(std::size_t offset, std::size_t length) const;
+
+ private:
+  const std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+Status RenamePath(const std::filesystem::path& from, const std::filesystem::path& to);
+Status SyncDirectory(const std::filesystem::path& dir);
+// Writes `bytes` to path.tmp, fsyncs, renames over `path`, fsyncs the directory.
+Status WriteFileAtomically(const std::filesystem::path& path, std::span<const std::byte> bytes);
+// Writes a new file (fails if it exists unless overwrite) without the rename dance.
+Status WriteWholeFile(const std::filesystem::path& path, std::span<const std::byte> bytes,
+                      bool overwrite);
+
+inline std::span<const std::byte> AsBytes(std::string_view text) {
+  return std::as_bytes(std::span<const char>(text.data(), text.size()));
+}
+
+}  // namespace packrec
+
+#endif  // PACKREC_LIB_CORE_FILE_IO_H_

@@ -1,0 +1,40 @@
+#include "packrec/status.h"
+
+#include <string>
+
+namespace packrec {
+
+std::string_view StatusCodeName(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return "OK";
+    case StatusCode::kInvalidArgument: return "Invalid argument";
+    case StatusCode::kNotFound: return "Not found";
+    case StatusCode::kAlreadyExists: return "Already exists";
+    case StatusCode::kInvalidInput: return "Invalid input";
+    case StatusCode::kCorruption: return "Corruption";
+    case StatusCode::kTruncated: return "Truncated";
+    case StatusCode::kNotSupported: return "Not supported";
+    case StatusCode::kIOError: return "I/O error";
+    case StatusCode::kOutOfRange: return "Out of range";
+    case StatusCode::kInternal: return "Internal error";
+  }
+  return "Unknown";
+}
+
+std::string Status::ToString() const {
+  if (ok()) return "OK";
+  std::string out(StatusCodeName(code_));
+  out += ": ";
+  out += message_;
+  return out;
+}
+
+Status Status::WithContext(std::string_view context) const {
+  if (ok()) return *this;
+  std::string message(context);
+  message += ": ";
+  message += message_;
+  return {code_, std::move(message)};
+}
+
+}  // namespace packrec

@@ -1,0 +1,7 @@
+#include "packrec/packrec.h"
+
+namespace packrec {
+
+const char* Version() { return PACKREC_VERSION_STRING; }
+
+}  // namespace packrec

@@ -1,0 +1,96 @@
+#include "packrec/dataset_ops.h"
+
+#include <string>
+#include <system_error>
+
+#include "core/file_io.h"
+#include "packrec/image.h"
+
+namespace packrec {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A key may only name a path below the output directory: relative, no empty, "." or ".."
+// components, no NUL. Checked on the key's text, before any file system call.
+bool IsSafeRelativeKey(std::string_view key) {
+  if (key.empty() || key.front() == '/' || key.find('\0') != std::string_view::npos) return false;
+  std::size_t start = 0;
+  while (start <= key.size()) {
+    std::size_t end = key.find('/', start);
+    if (end == std::string_view::npos) end = key.size();
+    const std::string_view part = key.substr(start, end - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    start = end + 1;
+  }
+  return true;
+}
+
+// True when `path` (which exists) lies inside `root` once symlinks are resolved.
+bool ResolvesInside(const fs::path& path, const fs::path& root_canonical) {
+  std::error_code error;
+  const fs::path resolved = fs::canonical(path, error);
+  if (error) return false;
+  auto root_it = root_canonical.begin();
+  auto it = resolved.begin();
+  for (; root_it != root_canonical.end(); ++root_it, ++it) {
+    if (it == resolved.end() || *it != *root_it) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+VerifyStats VerifyDataset(const Reader& reader, const VerifyOptions& options,
+                          VerifyReporter& reporter) {
+  VerifyStats stats = reader.Verify(reporter);
+  if (!options.deep) return stats;
+  ReadScratch scratch;
+  for (std::uint64_t i = 0; i < reader.size(); ++i) {
+    Result<RecordView> view = reader.Read(i, scratch);
+    if (!view.ok()) continue;  // Verify above has reported it
+    Status decoded = CheckDecodes(view->bytes);
+    if (!decoded.ok()) {
+      reporter.Report({"", i, std::string(view->key), std::nullopt,
+                       decoded.WithContext("record " + std::to_string(i) + " (key '" +
+                                           std::string(view->key) + "') does not decode")});
+      ++stats.problems;
+    }
+  }
+  return stats;
+}
+
+Result<ExtractStats> ExtractDataset(const Reader& reader, const fs::path& out_dir,
+                                    bool overwrite) {
+  std::error_code error;
+  fs::create_directories(out_dir, error);
+  if (error) return ErrnoStatus("create directory", out_dir, error.value());
+  const fs::path root = fs::canonical(out_dir, error);
+  if (error) return ErrnoStatus("resolve", out_dir, error.value());
+  ExtractStats stats;
+  Status status = reader.ForEach([&](const RecordView& view) -> Status {
+    const std::string where =
+        "record " + std::to_string(view.index) + " (key '" + std::string(view.key) + "')";
+    if (!IsSafeRelativeKey(view.key)) {
+      return Status::InvalidArgument(where + ": key would escape the output directory; refusing");
+    }
+    const fs::path target = root / fs::path(std::string(view.key));
+    fs::create_directories(target.parent_path(), error);
+    if (error) return ErrnoStatus("create directory", target.parent_path(), error.value());
+    if (!ResolvesInside(target.parent_path(), root)) {
+      return Status::InvalidArgument(where + ": " + target.parent_path().string() +
+                                     " resolves outside the output directory; refusing");
+    }
+    if (fs::is_symlink(target, error)) {
+      return Status::InvalidArgument(where + ": " + target.string() + " is a symlink; refusing");
+    }
+    PACKREC_RETURN_IF_ERROR(WriteWholeFile(target, view.bytes, overwrite));
+    ++stats.files_written;
+    stats.bytes_written += view.bytes.size();
+    return Status::OK();
+  });
+  if (!status.ok()) return status;
+  return stats;
+}
+
+}  // namespace packrec

@@ -1,0 +1,64 @@
+// The one place lib/ reaches the formats: each format's probe, opener and writer factory.
+#include <algorithm>
+#include <array>
+#include <string>
+#include <system_error>
+
+#include "packrec/reader.h"
+#include "packrec/writer.h"
+#include "shard/shard_format.h"
+
+namespace packrec {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct FormatEntry {
+  const char* name;
+  bool (*looks_like)(const fs::path&);
+  Result<std::unique_ptr<Reader>> (*open)(const fs::path&, const OpenOptions&);
+  Result<std::unique_ptr<DatasetWriter>> (*create)(const fs::path&, const WriterOptions&);
+};
+
+constexpr std::array<FormatEntry, 1> kFormats = {{
+    {"shard", shard::LooksLikeShardDataset, shard::OpenShardDataset, shard::CreateShardWriter},
+}};
+
+}  // namespace
+
+Status Reader::ForEach(const Visitor& visit, std::uint64_t begin, std::uint64_t end) const {
+  ReadScratch scratch;
+  end = std::min(end, size());
+  for (std::uint64_t i = begin; i < end; ++i) {
+    PACKREC_ASSIGN_OR_RETURN(const RecordView view, Read(i, scratch));
+    PACKREC_RETURN_IF_ERROR(visit(view));
+  }
+  return Status::OK();
+}
+
+Result<std::unique_ptr<Reader>> OpenDataset(const fs::path& path, const OpenOptions& options) {
+  std::error_code error;
+  if (!fs::exists(path, error)) return Status::NotFound("no such dataset: " + path.string());
+  for (const FormatEntry& format : kFormats) {
+    if (format.looks_like(path)) return format.open(path, options);
+  }
+  return Status::InvalidArgument(path.string() + " is not a packrec dataset of any known format");
+}
+
+Result<std::unique_ptr<DatasetWriter>> CreateDatasetWriter(const fs::path& path,
+                                                           const WriterOptions& options) {
+  for (const FormatEntry& format : kFormats) {
+    if (options.format == format.name) return format.create(path, options);
+  }
+  std::string known;
+  for (const std::string& name : WritableFormats()) known += (known.empty() ? "" : ", ") + name;
+  return Status::InvalidArgument("--format '" + options.format + "' is not one of: " + known);
+}
+
+std::vector<std::string> WritableFormats() {
+  std::vector<std::string> names;
+  for (const FormatEntry& format : kFormats) names.emplace_back(format.name);
+  return names;
+}
+
+}  // namespace packrec

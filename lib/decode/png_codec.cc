@@ -1,0 +1,36 @@
+#include <png.h>
+
+#include <string>
+
+#include "decode/codecs.h"
+#include "packrec/image.h"
+
+namespace packrec {
+
+Result<Pixels> DecodePng(std::span<const std::byte> bytes) {
+  png_image image{};
+  image.version = PNG_IMAGE_VERSION;
+  if (png_image_begin_read_from_memory(&image, bytes.data(), bytes.size()) == 0) {
+    return Status::InvalidInput(std::string("PNG does not decode: ") + image.message);
+  }
+  if (static_cast<std::uint64_t>(image.width) * image.height > kMaxImagePixels) {
+    png_image_free(&image);
+    return Status::InvalidInput("PNG of " + std::to_string(image.width) + "x" +
+                                std::to_string(image.height) + " exceeds the pixel limit");
+  }
+  const bool gray = (image.format & PNG_FORMAT_FLAG_COLOR) == 0;
+  image.format = gray ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+  Pixels pixels;
+  pixels.width = image.width;
+  pixels.height = image.height;
+  pixels.channels = gray ? 1 : 3;
+  pixels.data.resize(PNG_IMAGE_SIZE(image));
+  if (png_image_finish_read(&image, nullptr, pixels.data.data(), 0, nullptr) == 0) {
+    std::string message = image.message;
+    png_image_free(&image);
+    return Status::InvalidInput("PNG does not decode: " + message);
+  }
+  return pixels;
+}
+
+}  // namespace packrec

@@ -1,0 +1,262 @@
+// Convert: list the input, read and check files on N threads, hand them to one writer in listing
+// order. A bounded window between readers and the writer keeps memory flat on huge inputs.
+#include "packrec/convert.h"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "core/file_io.h"
+#include "packrec/image.h"
+
+namespace packrec {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct Prepared {
+  std::vector<std::byte> bytes;
+  ImageInfo image;
+  Status status;  // not OK: the input is rejected for this reason
+  std::uint64_t input_bytes = 0;
+};
+
+Prepared PrepareItem(const SourceItem& item, const ConvertOptions& options) {
+  Prepared prepared;
+  Result<std::vector<std::byte>> bytes = ReadWholeFile(item.path);
+  if (!bytes.ok()) {
+    prepared.status = bytes.status();
+    return prepared;
+  }
+  prepared.input_bytes = bytes->size();
+  Result<ImageInfo> image = ProbeImage(*bytes);
+  if (!image.ok()) {
+    prepared.status = image.status();
+    return prepared;
+  }
+  if (options.resize_short > 0 || options.quality > 0) {
+    Result<std::vector<std::byte>> transcoded =
+        TranscodeToJpeg(*bytes, options.resize_short, options.quality);
+    if (!transcoded.ok()) {
+      prepared.status = transcoded.status();
+      return prepared;
+    }
+    image = ProbeImage(*transcoded);
+    if (!image.ok()) {
+      prepared.status = image.status().WithContext("after re-encoding");
+      return prepared;
+    }
+    bytes = std::move(transcoded);
+  }
+  prepared.bytes = std::move(bytes).value();
+  prepared.image = *image;
+  return prepared;
+}
+
+Status ValidateOptions(const ConvertOptions& options) {
+  if (options.threads > 1024) {
+    return Status::InvalidArgument("--threads must be 1 to 1024, got " +
+                                   std::to_string(options.threads));
+  }
+  if (options.quality < 0 || options.quality > 100) {
+    return Status::InvalidArgument("--quality must be 1 to 100, got " +
+                                   std::to_string(options.quality));
+  }
+  if (options.resize_short > 65535) {
+    return Status::InvalidArgument("--resize-short must be at most 65535, got " +
+                                   std::to_string(options.resize_short));
+  }
+  return Status::OK();
+}
+
+Result<SourceListing> ListSource(const ConvertOptions& options) {
+  std::error_code error;
+  const fs::file_status status = fs::status(options.source, error);
+  if (!fs::exists(status)) {
+    return Status::NotFound("input " + options.source.string() + " does not exist");
+  }
+  if (fs::is_directory(status)) {
+    if (!options.list_root.empty()) {
+      return Status::InvalidArgument("--root applies to list files only; " +
+                                     options.source.string() + " is a directory");
+    }
+    return ListImageFolder(options.source);
+  }
+  if (!fs::is_regular_file(status)) {
+    return Status::InvalidArgument("input " + options.source.string() +
+                                   " is neither a directory nor a list file");
+  }
+  const fs::path root =
+      options.list_root.empty() ? options.source.parent_path() : options.list_root;
+  return ReadListFile(options.source, root.empty() ? fs::path(".") : root, options.list_kind);
+}
+
+std::string OptionsJson(const ConvertOptions& options) {
+  nlohmann::json json;
+  json["format"] = options.writer.format;
+  json["shard_size_bytes"] = options.writer.shard_size_bytes;
+  json["align_bytes"] = options.writer.align_bytes;
+  json["compression"] = options.writer.compression == Compression::kZstd ? "zstd" : "none";
+  json["compression_level"] = options.writer.compression_level;
+  json["shuffle_seed"] = options.shuffle_seed ? nlohmann::json(*options.shuffle_seed) : nullptr;
+  json["resize_short"] = options.resize_short;
+  json["quality"] = options.quality;
+  json["on_error"] = options.on_error == OnError::kSkip ? "skip" : "fail";
+  return json.dump();
+}
+
+// Readers fill slots in a ring of `window` entries; the writer empties them in index order.
+class OrderedPrefetch {
+ public:
+  OrderedPrefetch(const SourceListing& listing, const ConvertOptions& options, unsigned threads)
+      : listing_(listing), options_(options), window_(std::max<std::size_t>(64, threads * 8)),
+        ring_(window_) {
+    for (unsigned t = 0; t < threads; ++t) workers_.emplace_back([this] { Work(); });
+  }
+
+  ~OrderedPrefetch() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    space_.notify_all();
+    for (std::thread& worker : workers_) worker.join();
+  }
+
+  // REQUIRES: called for 0, 1, 2, ... in order.
+  Prepared Take(std::size_t index) {
+    std::unique_lock lock(mutex_);
+    ready_.wait(lock, [&] { return ring_[index % window_].has_value(); });
+    Prepared prepared = std::move(*ring_[index % window_]);
+    ring_[index % window_].reset();
+    ++next_take_;
+    lock.unlock();
+    space_.notify_all();
+    return prepared;
+  }
+
+ private:
+  void Work() {
+    for (;;) {
+      std::size_t index;
+      {
+        std::unique_lock lock(mutex_);
+        space_.wait(lock, [&] { return stop_ || next_claim_ < next_take_ + window_; });
+        if (stop_ || next_claim_ >= listing_.items.size()) return;
+        index = next_claim_++;
+      }
+      Prepared prepared = PrepareItem(listing_.items[index], options_);
+      {
+        std::lock_guard lock(mutex_);
+        ring_[index % window_] = std::move(prepared);
+      }
+      ready_.notify_all();
+    }
+  }
+
+  const SourceListing& listing_;
+  const ConvertOptions& options_;
+  const std::size_t window_;
+  std::vector<std::optional<Prepared>> ring_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::condition_variable space_;
+  std::size_t next_claim_ = 0;
+  std::size_t next_take_ = 0;
+  bool stop_ = false;
+  std::vector<std::thread> workers_;
+};
+
+Status WriteRejects(const fs::path& path, const std::vector<Reject>& rejects) {
+  std::string text = "# path\treason\n";
+  for (const Reject& reject : rejects) text += reject.path + "\t" + reject.reason + "\n";
+  return WriteFileAtomically(path, AsBytes(text));
+}
+
+}  // namespace
+
+Result<ConvertStats> Convert(const ConvertOptions& options, const ProgressCallback& progress) {
+  const Clock::time_point start = Clock::now();
+  PACKREC_RETURN_IF_ERROR(ValidateOptions(options));
+  PACKREC_ASSIGN_OR_RETURN(SourceListing listing, ListSource(options));
+  if (listing.items.empty()) {
+    return Status::NotFound("no images found in " + options.source.string());
+  }
+  DatasetMetadata metadata;
+  metadata.listing_hash = ListingHash(listing);
+  metadata.classes = listing.classes;
+  metadata.source_kind = listing.kind;
+  metadata.options_json = OptionsJson(options);
+  if (options.shuffle_seed) ShuffleListing(listing, *options.shuffle_seed);
+
+  PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<DatasetWriter> writer,
+                           CreateDatasetWriter(options.output, options.writer));
+  ConvertStats stats;
+  stats.empty_classes = listing.empty_classes;
+  ConvertProgress report;
+  report.records_total = listing.items.size();
+  Clock::time_point last_report = start;
+  const unsigned threads =
+      options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  Status failure;
+  {
+    OrderedPrefetch prefetch(listing, options, threads);
+    for (std::size_t i = 0; i < listing.items.size(); ++i) {
+      Prepared prepared = prefetch.Take(i);
+      const SourceItem& item = listing.items[i];
+      stats.input_bytes += prepared.input_bytes;
+      if (prepared.status.ok()) {
+        RecordInput record{item.key, item.label, prepared.bytes, prepared.image};
+        failure = writer->Add(record);
+        if (!failure.ok()) break;
+      } else if (options.on_error == OnError::kSkip) {
+        stats.rejects.push_back({item.path.string(), prepared.status.message()});
+      } else {
+        failure = Status::InvalidInput(item.path.string() + " (input " + std::to_string(i) +
+                                       " of the listing): " + prepared.status.message() +
+                                       " (pass --on-error skip to leave it out)");
+        break;
+      }
+      report.records_done = i + 1;
+      report.input_bytes = stats.input_bytes;
+      const Clock::time_point now = Clock::now();
+      if (progress && (now - last_report > std::chrono::milliseconds(200) ||
+                       i + 1 == listing.items.size())) {
+        report.elapsed_seconds = std::chrono::duration<double>(now - start).count();
+        progress(report);
+        last_report = now;
+      }
+    }
+  }
+  if (failure.ok() && writer->records_written() == 0) {
+    failure = Status::InvalidInput("all " + std::to_string(listing.items.size()) + " inputs in " +
+                                   options.source.string() + " were rejected; the first: " +
+                                   stats.rejects.front().path + ": " +
+                                   stats.rejects.front().reason);
+  }
+  if (failure.ok() && !stats.rejects.empty()) {
+    failure = WriteRejects(options.output / "rejects.tsv", stats.rejects);
+  }
+  metadata.rejected_count = stats.rejects.size();
+  if (failure.ok()) failure = writer->Finish(metadata);
+  if (!failure.ok()) {
+    writer->Abort();
+    std::error_code ignored;
+    fs::remove(options.output / "rejects.tsv", ignored);
+    return failure;
+  }
+  stats.records_written = writer->records_written();
+  stats.output_bytes = writer->bytes_written();
+  stats.elapsed_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return stats;
+}
+
+}  // namespace packrec

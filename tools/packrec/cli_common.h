@@ -1,0 +1,40 @@
+// What every subcommand shares: exit codes, error printing, human-readable sizes.
+#ifndef PACKREC_TOOLS_PACKREC_CLI_COMMON_H_
+#define PACKREC_TOOLS_PACKREC_CLI_COMMON_H_
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "packrec/status.h"
+
+namespace packrec::cli {
+
+// Documented in docs/cli.md; scripts depend on them: never renumber.
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitInternal = 1,
+  kExitUsage = 2,          // bad flag or flag value
+  kExitInput = 3,          // missing input, no images found, an input that is not an image
+  kExitOutputExists = 4,   // output exists (pass --overwrite) or is not ours to replace
+  kExitCorrupt = 5,        // dataset corrupt or truncated; verify found problems
+  kExitIO = 6,             // the system refused: permission, disk full, ...
+  kExitNotSupported = 7,   // written by a newer packrec
+};
+
+int ExitCodeFor(const Status& status);
+// Prints "packrec <command>: error: <status>" to stderr and returns its exit code.
+int Fail(const std::string& command, const Status& status);
+std::string HumanBytes(std::uint64_t bytes);
+
+// Each subcommand registers itself and stores its exit code in `exit_code` when it runs.
+void AddSynthCommand(CLI::App& app, int& exit_code);
+void AddConvertCommand(CLI::App& app, int& exit_code);
+void AddInfoCommand(CLI::App& app, int& exit_code);
+void AddVerifyCommand(CLI::App& app, int& exit_code);
+void AddExtractCommand(CLI::App& app, int& exit_code);
+
+}  // namespace packrec::cli
+
+#endif  // PACKREC_TOOLS_PACKREC_CLI_COMMON_H_

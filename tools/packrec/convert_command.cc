@@ -1,0 +1,177 @@
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli_common.h"
+#include "packrec/convert.h"
+
+namespace packrec::cli {
+namespace {
+
+std::string Duration(double seconds) {
+  const auto total = static_cast<long>(seconds + 0.5);
+  char text[32];
+  std::snprintf(text, sizeof text, "%ld:%02ld", total / 60, total % 60);
+  return text;
+}
+
+void PrintProgress(const ConvertProgress& progress) {
+  const double rate =
+      progress.elapsed_seconds > 0 ? static_cast<double>(progress.records_done) / progress.elapsed_seconds : 0;
+  const double mb_per_s = progress.elapsed_seconds > 0
+                              ? static_cast<double>(progress.input_bytes) / 1e6 / progress.elapsed_seconds
+                              : 0;
+  const double remaining =
+      rate > 0 ? static_cast<double>(progress.records_total - progress.records_done) / rate : 0;
+  std::fprintf(stderr, "\r[%3d%%] %llu/%llu records  %.0f rec/s  %.1f MB/s  ETA %s   ",
+               static_cast<int>(100 * progress.records_done / std::max<std::uint64_t>(1, progress.records_total)),
+               static_cast<unsigned long long>(progress.records_done),
+               static_cast<unsigned long long>(progress.records_total), rate, mb_per_s,
+               Duration(remaining).c_str());
+  if (progress.records_done == progress.records_total) std::fputc('\n', stderr);
+}
+
+}  // namespace
+
+void AddConvertCommand(CLI::App& app, int& exit_code) {
+  auto* command = app.add_subcommand(
+      "convert",
+      "Pack an image folder (SRC/<class>/.../<file>, labels as torchvision's ImageFolder) or a "
+      "list file (Caffe 'path label' or MXNet .lst) into a dataset");
+  struct Args {
+    ConvertOptions options;
+    std::string source;
+    std::string output;
+    std::string compress = "none";
+    std::string list_format = "auto";
+    std::string on_error = "fail";
+    std::string root;
+    std::uint64_t seed = 0;
+    bool shuffle = false;
+    bool quiet = false;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  command->add_option("SRC", args->source, "Image folder or list file")->required();
+  command->add_option("OUT", args->output, "Dataset directory to create")->required();
+  command->add_option("--format", args->options.writer.format, "Output format")
+      ->check(CLI::IsMember({"shard"}))
+      ->capture_default_str();
+  command
+      ->add_option("--shard-size", args->options.writer.shard_size_bytes,
+                   "Target shard size (e.g. 256MiB, 64M, 100000)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(std::uint64_t{4096}, std::uint64_t{1} << 50))
+      ->default_str("256MiB");
+  command
+      ->add_option("--align", args->options.writer.align_bytes,
+                   "Record alignment in bytes, a power of two (4096 for O_DIRECT readers)")
+      ->check(CLI::Range(1u, 1u << 20))
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            const unsigned long n = std::stoul(value);
+            return (n & (n - 1)) == 0 ? "" : "must be a power of two, got " + value;
+          },
+          "POWER_OF_TWO"))
+      ->capture_default_str();
+  command
+      ->add_option("--compress", args->compress,
+                   "Per-record compression: none, zstd or zstd:LEVEL (1-22); JPEGs stay as they are")
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            if (value == "none" || value == "zstd") return "";
+            if (value.rfind("zstd:", 0) == 0) {
+              const std::string level = value.substr(5);
+              if (!level.empty() && level.size() <= 2 &&
+                  level.find_first_not_of("0123456789") == std::string::npos) {
+                const int n = std::stoi(level);
+                if (n >= 1 && n <= 22) return "";
+              }
+            }
+            return "must be none, zstd or zstd:1 to zstd:22, got '" + value + "'";
+          },
+          "none|zstd[:LEVEL]"))
+      ->capture_default_str();
+  command->add_option("--threads", args->options.threads, "Reader threads (0: one per core)")
+      ->check(CLI::Range(0u, 1024u))
+      ->capture_default_str();
+  command->add_flag("--shuffle", args->shuffle, "Shuffle the records at convert time");
+  command->add_option("--seed", args->seed, "Shuffle seed (implies --shuffle)");
+  command->add_option("--on-error", args->on_error,
+                      "What to do with an input that is not a usable image: fail, or skip it "
+                      "and list it in OUT/rejects.tsv")
+      ->check(CLI::IsMember({"fail", "skip"}))
+      ->capture_default_str();
+  command->add_option("--list-format", args->list_format, "List file format")
+      ->check(CLI::IsMember({"auto", "caffe", "mxnet"}))
+      ->capture_default_str();
+  command->add_option("--root", args->root,
+                      "Directory list-file paths are relative to (default: the list's folder)");
+  command
+      ->add_option("--resize-short", args->options.resize_short,
+                   "Re-encode images whose shorter side is larger, scaled down to this (0: off)")
+      ->check(CLI::Range(0u, 65535u))
+      ->capture_default_str();
+  command
+      ->add_option("--quality", args->options.quality,
+                   "Re-encode every image as JPEG at this quality (0: off; 90 with --resize-short)")
+      ->check(CLI::Range(0, 100))
+      ->capture_default_str();
+  command->add_flag("--overwrite", args->options.writer.overwrite,
+                    "Replace OUT if it already holds a packrec dataset");
+  command->add_flag("-q,--quiet", args->quiet, "No progress line");
+  command->add_flag("--json", args->json, "Print the summary as JSON");
+  command->callback([args, command, &exit_code] {
+    ConvertOptions& options = args->options;
+    options.source = args->source;
+    options.output = args->output;
+    options.list_root = args->root;
+    options.list_kind = args->list_format == "caffe"   ? ListFileKind::kCaffe
+                        : args->list_format == "mxnet" ? ListFileKind::kMxnet
+                                                       : ListFileKind::kAuto;
+    options.on_error = args->on_error == "skip" ? OnError::kSkip : OnError::kFail;
+    if (args->compress != "none") {
+      options.writer.compression = Compression::kZstd;
+      if (args->compress.size() > 5) options.writer.compression_level = std::stoi(args->compress.substr(5));
+    }
+    if (args->shuffle || command->count("--seed") > 0) options.shuffle_seed = args->seed;
+    ProgressCallback progress;
+    if (!args->quiet && !args->json && ::isatty(STDERR_FILENO)) progress = PrintProgress;
+    Result<ConvertStats> stats = Convert(options, progress);
+    if (!stats.ok()) {
+      exit_code = Fail("convert", stats.status());
+      return;
+    }
+    if (args->json) {
+      nlohmann::json out;
+      out["output"] = args->output;
+      out["records"] = stats->records_written;
+      out["rejected"] = stats->rejects.size();
+      out["input_bytes"] = stats->input_bytes;
+      out["output_bytes"] = stats->output_bytes;
+      out["seconds"] = stats->elapsed_seconds;
+      out["empty_classes"] = stats->empty_classes;
+      std::cout << out.dump(2) << "\n";
+      return;
+    }
+    const double seconds = std::max(stats->elapsed_seconds, 1e-9);
+    std::printf("converted %llu images (%s) into %s in %.2f s: %.0f images/s, %.1f MB/s\n",
+                static_cast<unsigned long long>(stats->records_written),
+                HumanBytes(stats->output_bytes).c_str(), args->output.c_str(), seconds,
+                static_cast<double>(stats->records_written) / seconds,
+                static_cast<double>(stats->input_bytes) / 1e6 / seconds);
+    for (const std::string& name : stats->empty_classes) {
+      std::printf("warning: class folder '%s' holds no image files (its label is kept)\n",
+                  name.c_str());
+    }
+    if (!stats->rejects.empty()) {
+      std::printf("rejected %zu inputs (listed in %s/rejects.tsv); the first: %s: %s\n",
+                  stats->rejects.size(), args->output.c_str(),
+                  stats->rejects.front().path.c_str(), stats->rejects.front().reason.c_str());
+    }
+  });
+}
+
+}  // namespace packrec::cli

@@ -1,0 +1,75 @@
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli_common.h"
+#include "packrec/reader.h"
+
+namespace packrec::cli {
+
+void AddInfoCommand(CLI::App& app, int& exit_code) {
+  auto* command = app.add_subcommand("info", "Show a dataset's counts, classes, sizes and options");
+  struct Args {
+    std::string path;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  command->add_option("DATASET", args->path, "Dataset directory")->required();
+  command->add_flag("--json", args->json, "Print as JSON");
+  command->callback([args, &exit_code] {
+    Result<std::unique_ptr<Reader>> reader = OpenDataset(args->path);
+    if (!reader.ok()) {
+      exit_code = Fail("info", reader.status());
+      return;
+    }
+    const DatasetInfo& info = (*reader)->info();
+    std::uint64_t file_bytes = 0;
+    for (const DatasetFileInfo& file : info.files) file_bytes += file.size_bytes;
+    if (args->json) {
+      nlohmann::json out;
+      out["path"] = args->path;
+      out["format"] = info.format;
+      out["format_version"] = info.format_version;
+      out["records"] = info.record_count;
+      out["rejected"] = info.rejected_count;
+      out["classes"] = info.classes;
+      out["label_count"] = info.label_count;
+      out["payload_bytes"] = info.payload_bytes;
+      out["file_bytes"] = file_bytes;
+      out["listing_hash"] = info.listing_hash;
+      out["source_kind"] = info.source_kind;
+      out["created_by"] = info.created_by;
+      out["options"] = nlohmann::json::parse(info.options_json);
+      nlohmann::json files = nlohmann::json::array();
+      for (const DatasetFileInfo& file : info.files) {
+        files.push_back({{"file", file.file},
+                         {"first_record", file.first_record},
+                         {"records", file.record_count},
+                         {"size_bytes", file.size_bytes}});
+      }
+      out["files"] = std::move(files);
+      std::cout << out.dump(2) << "\n";
+      return;
+    }
+    std::cout << "dataset   " << args->path << "\n"
+              << "format    " << info.format << " (version " << info.format_version << "), "
+              << info.created_by << "\n"
+              << "records   " << info.record_count << " (" << info.rejected_count
+              << " inputs rejected at convert time)\n"
+              << "labels    " << info.label_count;
+    if (!info.classes.empty()) {
+      std::cout << " classes: ";
+      for (std::size_t i = 0; i < info.classes.size() && i < 8; ++i) {
+        std::cout << (i ? ", " : "") << info.classes[i];
+      }
+      if (info.classes.size() > 8) std::cout << ", ... " << info.classes.back();
+    }
+    std::cout << "\n"
+              << "size      " << HumanBytes(info.payload_bytes) << " of records in "
+              << info.files.size() << " file(s), " << HumanBytes(file_bytes) << " on disk\n"
+              << "source    " << info.source_kind << ", listing xxh64 " << info.listing_hash
+              << "\n"
+              << "options   " << info.options_json << "\n";
+  });
+}
+
+}  // namespace packrec::cli

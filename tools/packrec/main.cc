@@ -1,0 +1,37 @@
+// packrec: the command-line face of the library. Each subcommand parses its flags and calls one
+// library entry point (one file per subcommand).
+#include <CLI/CLI.hpp>
+
+#include "cli_common.h"
+#include "packrec/packrec.h"
+
+int main(int argc, char** argv) {
+  using namespace packrec::cli;
+  CLI::App app{
+      "packrec: pack small image files into LMDB, HDF5 or mmap-friendly shards, read them back "
+      "fast, verify them.\n\nTypical use:\n"
+      "  packrec synth demo-tree --classes 10 --per-class 200\n"
+      "  packrec convert demo-tree demo.pkr\n"
+      "  packrec info demo.pkr && packrec verify demo.pkr\n"
+      "  packrec extract demo.pkr restored/\n",
+      "packrec"};
+  app.set_version_flag("--version", std::string("packrec ") + packrec::Version());
+  app.require_subcommand(1);
+  app.footer(
+      "Exit codes: 0 ok, 1 internal error, 2 bad flag or value, 3 input missing or not an "
+      "image, 4 output exists, 5 dataset corrupt or truncated, 6 I/O error (disk full, "
+      "permission), 7 written by a newer packrec. See docs/cli.md.");
+  int exit_code = kExitOk;
+  AddSynthCommand(app, exit_code);
+  AddConvertCommand(app, exit_code);
+  AddInfoCommand(app, exit_code);
+  AddVerifyCommand(app, exit_code);
+  AddExtractCommand(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    const int code = app.exit(error);
+    return code == 0 ? kExitOk : kExitUsage;
+  }
+  return exit_code;
+}

@@ -1,0 +1,76 @@
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli_common.h"
+#include "packrec/dataset_ops.h"
+#include "packrec/reader.h"
+
+namespace packrec::cli {
+namespace {
+
+class CollectingReporter final : public VerifyReporter {
+ public:
+  explicit CollectingReporter(bool print) : print_(print) {}
+  void Report(const VerifyProblem& problem) override {
+    if (print_) std::cout << "PROBLEM " << problem.status.ToString() << "\n";
+    problems.push_back(problem);
+  }
+  std::vector<VerifyProblem> problems;
+
+ private:
+  bool print_;
+};
+
+}  // namespace
+
+void AddVerifyCommand(CLI::App& app, int& exit_code) {
+  auto* command = app.add_subcommand(
+      "verify", "Check every checksum of a dataset; with --deep, also decode every image");
+  struct Args {
+    std::string path;
+    bool deep = false;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  command->add_option("DATASET", args->path, "Dataset directory")->required();
+  command->add_flag("--deep", args->deep, "Also decode every image");
+  command->add_flag("--json", args->json, "Print the result as JSON");
+  command->callback([args, &exit_code] {
+    OpenOptions open;
+    open.allow_damaged_shards = true;  // report every damaged shard, not only the first
+    Result<std::unique_ptr<Reader>> reader = OpenDataset(args->path, open);
+    if (!reader.ok()) {
+      exit_code = Fail("verify", reader.status());
+      return;
+    }
+    CollectingReporter reporter(!args->json);
+    const VerifyStats stats = VerifyDataset(**reader, {args->deep}, reporter);
+    exit_code = stats.problems == 0 ? kExitOk : kExitCorrupt;
+    if (args->json) {
+      nlohmann::json out;
+      out["ok"] = stats.problems == 0;
+      out["records_checked"] = stats.records_checked;
+      out["bytes_checked"] = stats.bytes_checked;
+      nlohmann::json problems = nlohmann::json::array();
+      for (const VerifyProblem& p : reporter.problems) {
+        nlohmann::json item;
+        item["file"] = p.file;
+        item["record_index"] = p.record_index ? nlohmann::json(*p.record_index) : nullptr;
+        item["key"] = p.key;
+        item["byte_offset"] = p.byte_offset ? nlohmann::json(*p.byte_offset) : nullptr;
+        item["code"] = std::string(StatusCodeName(p.status.code()));
+        item["message"] = p.status.message();
+        problems.push_back(std::move(item));
+      }
+      out["problems"] = std::move(problems);
+      std::cout << out.dump(2) << "\n";
+      return;
+    }
+    std::cout << (stats.problems == 0 ? "OK" : "FAILED") << ": checked "
+              << stats.records_checked << " of " << (*reader)->size() << " records ("
+              << HumanBytes(stats.bytes_checked) << (args->deep ? ", decoded" : "") << "), "
+              << stats.problems << " problem(s)\n";
+  });
+}
+
+}  // namespace packrec::cli
