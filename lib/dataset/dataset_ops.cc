@@ -67,13 +67,18 @@ Result<ExtractStats> ExtractDataset(const Reader& reader, const fs::path& out_di
   if (error) return ErrnoStatus("create directory", out_dir, error.value());
   const fs::path root = fs::canonical(out_dir, error);
   if (error) return ErrnoStatus("resolve", out_dir, error.value());
+  // Every key is checked before the first file is written, so a bad key leaves no partial tree.
+  Status keys_ok = reader.ForEach([](const RecordView& view) -> Status {
+    if (IsSafeRelativeKey(view.key)) return Status::OK();
+    return Status::InvalidArgument("record " + std::to_string(view.index) + " (key '" +
+                                   std::string(view.key) +
+                                   "'): key would escape the output directory; refusing");
+  });
+  PACKREC_RETURN_IF_ERROR(keys_ok);
   ExtractStats stats;
   Status status = reader.ForEach([&](const RecordView& view) -> Status {
     const std::string where =
         "record " + std::to_string(view.index) + " (key '" + std::string(view.key) + "')";
-    if (!IsSafeRelativeKey(view.key)) {
-      return Status::InvalidArgument(where + ": key would escape the output directory; refusing");
-    }
     const fs::path target = root / fs::path(std::string(view.key));
     fs::create_directories(target.parent_path(), error);
     if (error) return ErrnoStatus("create directory", target.parent_path(), error.value());

@@ -42,7 +42,9 @@ Result<std::unique_ptr<Reader>> OpenDataset(const fs::path& path, const OpenOpti
   for (const FormatEntry& format : kFormats) {
     if (format.looks_like(path)) return format.open(path, options);
   }
-  return Status::InvalidArgument(path.string() + " is not a packrec dataset of any known format");
+  return Status::NotFound(path.string() +
+                          " is not a packrec dataset (no manifest.json; an interrupted convert "
+                          "leaves none)");
 }
 
 Result<std::unique_ptr<DatasetWriter>> CreateDatasetWriter(const fs::path& path,

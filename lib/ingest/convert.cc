@@ -91,8 +91,8 @@ Result<SourceListing> ListSource(const ConvertOptions& options) {
     return ListImageFolder(options.source);
   }
   if (!fs::is_regular_file(status)) {
-    return Status::InvalidArgument("input " + options.source.string() +
-                                   " is neither a directory nor a list file");
+    return Status::InvalidInput("input " + options.source.string() +
+                                " is not a directory (an image folder) or a list file");
   }
   const fs::path root =
       options.list_root.empty() ? options.source.parent_path() : options.list_root;

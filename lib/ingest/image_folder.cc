@@ -54,7 +54,7 @@ Result<SourceListing> ListImageFolder(const fs::path& root) {
   const fs::file_status status = fs::status(root, error);
   if (!fs::exists(status)) return Status::NotFound("input " + root.string() + " does not exist");
   if (!fs::is_directory(status)) {
-    return Status::InvalidArgument("input " + root.string() + " is not a directory");
+    return Status::InvalidInput("input " + root.string() + " is not a directory");
   }
   SourceListing listing;
   listing.kind = "image-folder";

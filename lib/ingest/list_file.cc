@@ -50,6 +50,11 @@ Result<SourceListing> ReadListFile(const fs::path& list_file, const fs::path& ro
                                    ListFileKind kind) {
   PACKREC_ASSIGN_OR_RETURN(const std::vector<std::byte> bytes, ReadWholeFile(list_file));
   const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  if (text.find('\0') != std::string_view::npos ||
+      (text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0xFF)) {
+    return Status::InvalidInput("input " + list_file.string() +
+                                " is not a directory (an image folder) or a text list file");
+  }
   std::error_code error;
   if (!fs::is_directory(root, error)) {
     return Status::InvalidArgument("--root " + root.string() + " is not a directory");
@@ -73,7 +78,7 @@ Result<SourceListing> ReadListFile(const fs::path& list_file, const fs::path& ro
       // convert_imageset splits at the last space, so paths may contain spaces.
       const std::size_t space = line.find_last_of(' ');
       if (space == std::string_view::npos || !ParseLabel(line.substr(space + 1), false, &item.label)) {
-        return Status::InvalidArgument(LineWhere(list_file, line_number) +
+        return Status::InvalidInput(LineWhere(list_file, line_number) +
                                        ": expected '<path> <label>' with a non-negative integer "
                                        "label (Caffe list format)");
       }
@@ -90,14 +95,14 @@ Result<SourceListing> ReadListFile(const fs::path& list_file, const fs::path& ro
       std::uint32_t ignored_index = 0;
       if (fields.size() < 3 || !ParseLabel(fields[0], false, &ignored_index) ||
           !ParseLabel(fields[1], true, &item.label)) {
-        return Status::InvalidArgument(LineWhere(list_file, line_number) +
+        return Status::InvalidInput(LineWhere(list_file, line_number) +
                                        ": expected '<index>\\t<label>\\t<path>' with a "
                                        "non-negative integer label (MXNet .lst format)");
       }
       path = fields.back();
     }
     if (path.empty()) {
-      return Status::InvalidArgument(LineWhere(list_file, line_number) + ": empty path");
+      return Status::InvalidInput(LineWhere(list_file, line_number) + ": empty path");
     }
     while (path.size() > 2 && path.substr(0, 2) == "./") path.remove_prefix(2);
     item.key = std::string(path);

@@ -2,8 +2,21 @@
 // library entry point (one file per subcommand).
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
+
 #include "cli_common.h"
 #include "packrec/packrec.h"
+
+namespace {
+
+bool IsCommand(const CLI::App& app, const std::string& name) {
+  for (const CLI::App* command : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (command->get_name() == name) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace packrec::cli;
@@ -27,6 +40,13 @@ int main(int argc, char** argv) {
   AddInfoCommand(app, exit_code);
   AddVerifyCommand(app, exit_code);
   AddExtractCommand(app, exit_code);
+  if (argc > 1 && argv[1][0] != '-' && !IsCommand(app, argv[1])) {
+    std::fprintf(stderr,
+                 "packrec: unknown command '%s' (commands: synth, convert, info, verify, "
+                 "extract; see packrec --help)\n",
+                 argv[1]);
+    return kExitUsage;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

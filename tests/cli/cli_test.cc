@@ -1,0 +1,127 @@
+// The packrec binary as users run it: output, exit codes (docs/cli.md) and error messages.
+#include <doctest/doctest.h>
+
+#include "test_util.h"
+
+namespace packrec {
+namespace {
+
+namespace fs = std::filesystem;
+using test::Quote;
+using test::RunCli;
+
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST_CASE("cli: synth, convert, info, verify, extract end to end") {
+  test::TempDir dir;
+  auto synth = RunCli("synth " + Quote(dir / "tree") + " --classes 3 --per-class 10 --seed 4");
+  REQUIRE_MESSAGE(synth.exit_code == 0, synth.output);
+  CHECK(Contains(synth.output, "wrote 30 JPEGs"));
+
+  auto convert = RunCli("convert " + Quote(dir / "tree") + " " + Quote(dir / "ds") +
+                        " --shard-size 64KiB --threads 2 --compress zstd:3");
+  REQUIRE_MESSAGE(convert.exit_code == 0, convert.output);
+  CHECK(Contains(convert.output, "converted 30 images"));
+
+  auto info = RunCli("info " + Quote(dir / "ds"));
+  REQUIRE(info.exit_code == 0);
+  CHECK(Contains(info.output, "records   30"));
+  CHECK(Contains(info.output, "n01440764"));
+  auto info_json = RunCli("info --json " + Quote(dir / "ds"));
+  REQUIRE(info_json.exit_code == 0);
+  CHECK(Contains(info_json.output, "\"records\": 30"));
+  CHECK(Contains(info_json.output, "\"shard_size_bytes\": 65536"));
+
+  auto verify = RunCli("verify --deep " + Quote(dir / "ds"));
+  CHECK_MESSAGE(verify.exit_code == 0, verify.output);
+  CHECK(Contains(verify.output, "OK: checked 30 of 30 records"));
+
+  auto extract = RunCli("extract " + Quote(dir / "ds") + " " + Quote(dir / "restored"));
+  REQUIRE_MESSAGE(extract.exit_code == 0, extract.output);
+  CHECK(test::SnapshotTree(dir / "tree") == test::SnapshotTree(dir / "restored"));
+  auto again = RunCli("extract " + Quote(dir / "ds") + " " + Quote(dir / "restored"));
+  CHECK(again.exit_code == 4);
+  CHECK(Contains(again.output, "--overwrite"));
+}
+
+TEST_CASE("cli: verify exits 5 and names shard, record and key of a damaged record") {
+  test::TempDir dir;
+  REQUIRE(RunCli("synth " + Quote(dir / "tree") + " --classes 2 --per-class 3").exit_code == 0);
+  REQUIRE(RunCli("convert -q " + Quote(dir / "tree") + " " + Quote(dir / "ds")).exit_code == 0);
+  test::FlipByte(dir / "ds" / "shard-000000.pkr", 64 + 500);  // inside record 0's payload
+  auto verify = RunCli("verify " + Quote(dir / "ds"));
+  CHECK(verify.exit_code == 5);
+  CHECK(Contains(verify.output, "shard-000000.pkr: record 0 (key 'n01440764/n01440764_0.JPEG')"));
+  CHECK(Contains(verify.output, "FAILED"));
+  auto json = RunCli("verify --json " + Quote(dir / "ds"));
+  CHECK(json.exit_code == 5);
+  CHECK(Contains(json.output, "\"record_index\": 0"));
+  CHECK(Contains(json.output, "\"byte_offset\": 64"));
+
+  test::TruncateFile(dir / "ds" / "shard-000000.pkr", 1000);
+  auto truncated = RunCli("info " + Quote(dir / "ds"));
+  CHECK(truncated.exit_code == 5);
+  CHECK(Contains(truncated.output, "truncated (expected"));
+}
+
+TEST_CASE("cli: documented exit codes for each kind of mistake, each naming what is wrong") {
+  test::TempDir dir;
+  REQUIRE(RunCli("synth " + Quote(dir / "tree") + " --classes 1 --per-class 2").exit_code == 0);
+  struct Case {
+    std::string args;
+    int exit_code;
+    std::string message;
+  };
+  test::WriteText(dir / "file.bin", std::string("\0\1\2", 3));
+  fs::create_directories(dir / "no-images" / "cls");
+  fs::create_directories(dir / "taken");
+  test::WriteText(dir / "taken" / "thesis.tex", "mine");
+  const std::vector<Case> cases = {
+      {"convert " + Quote(dir / "missing") + " " + Quote(dir / "o1"), 3, "does not exist"},
+      {"convert " + Quote(dir / "file.bin") + " " + Quote(dir / "o2"), 3, "not a directory"},
+      {"convert " + Quote(dir / "no-images") + " " + Quote(dir / "o3"), 3, "no images found"},
+      {"convert " + Quote(dir / "tree") + " " + Quote(dir / "taken"), 4, "not a packrec dataset"},
+      {"convert " + Quote(dir / "tree") + " " + Quote(dir / "o4") + " --align 48", 2, "--align"},
+      {"convert " + Quote(dir / "tree") + " " + Quote(dir / "o5") + " --shard-size 12", 2,
+       "--shard-size"},
+      {"convert " + Quote(dir / "tree") + " " + Quote(dir / "o6") + " --compress lz4", 2,
+       "--compress"},
+      {"convert " + Quote(dir / "tree") + " " + Quote(dir / "o7") + " --threads -1", 2,
+       "--threads"},
+      {"convert " + Quote(dir / "tree") + " " + Quote(dir / "o8") + " --format parquet", 2,
+       "--format"},
+      {"convert " + Quote(dir / "tree") + " " + Quote(dir / "o9") + " --on-error ignore", 2,
+       "--on-error"},
+      {"convert " + Quote(dir / "tree") + " " + Quote(dir / "o10") + " --bogus", 2, "--bogus"},
+      {"info " + Quote(dir / "missing"), 3, "no such dataset"},
+      {"info " + Quote(dir / "tree"), 3, "not a packrec dataset"},
+      {"frobnicate", 2, "frobnicate"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.args);
+    const auto result = RunCli(c.args);
+    CHECK_MESSAGE(result.exit_code == c.exit_code, result.output);
+    CHECK_MESSAGE(Contains(result.output, c.message), result.output);
+  }
+  CHECK(fs::exists(dir / "taken" / "thesis.tex"));
+  for (int i = 1; i <= 10; ++i) CHECK_FALSE(fs::exists(dir / ("o" + std::to_string(i))));
+}
+
+TEST_CASE("cli: --help explains every subcommand and the exit codes") {
+  const auto help = RunCli("--help");
+  CHECK(help.exit_code == 0);
+  for (const char* word : {"synth", "convert", "info", "verify", "extract", "Exit codes"}) {
+    CHECK(Contains(help.output, word));
+  }
+  const auto convert_help = RunCli("convert --help");
+  CHECK(convert_help.exit_code == 0);
+  for (const char* flag : {"--shard-size", "--align", "--compress", "--threads", "--seed",
+                           "--on-error", "--resize-short", "--quality", "--overwrite"}) {
+    CHECK(Contains(convert_help.output, flag));
+  }
+}
+
+}  // namespace
+}  // namespace packrec

@@ -1,0 +1,220 @@
+#include <doctest/doctest.h>
+
+#include "formats/shard_test_util.h"
+#include "packrec/convert.h"
+#include "packrec/dataset_ops.h"
+#include "packrec/synth.h"
+
+namespace packrec {
+namespace {
+
+namespace fs = std::filesystem;
+
+void Synth(const fs::path& out, std::uint32_t classes, std::uint32_t per_class,
+           std::uint64_t seed = 1, std::uint32_t size = 400) {
+  SynthOptions options;
+  options.classes = classes;
+  options.per_class = per_class;
+  options.seed = seed;
+  options.mean_width = size;
+  options.mean_height = size * 7 / 8;
+  auto stats = WriteSyntheticTree(out, options);
+  REQUIRE_MESSAGE(stats.ok(), stats.status().ToString());
+}
+
+ConvertOptions Options(const fs::path& source, const fs::path& output) {
+  ConvertOptions options;
+  options.source = source;
+  options.output = output;
+  options.threads = 2;
+  return options;
+}
+
+TEST_CASE("2,000-image synth tree: convert, verify deep, extract byte-identical") {
+  test::TempDir dir;
+  Synth(dir / "tree", 10, 200, 7);
+  ConvertOptions options = Options(dir / "tree", dir / "ds");
+  options.writer.shard_size_bytes = 16 << 20;  // several shards
+  std::uint64_t last_progress = 0;
+  auto stats = Convert(options, [&](const ConvertProgress& p) {
+    CHECK(p.records_done >= last_progress);
+    last_progress = p.records_done;
+  });
+  REQUIRE_MESSAGE(stats.ok(), stats.status().ToString());
+  CHECK(stats->records_written == 2000);
+  CHECK(stats->rejects.empty());
+  CHECK(last_progress == 2000);
+  auto reader = OpenDataset(dir / "ds");
+  REQUIRE(reader.ok());
+  CHECK((*reader)->info().files.size() > 1);
+  CHECK((*reader)->info().classes.size() == 10);
+  test::CollectingReporter reporter;
+  const VerifyStats verified = VerifyDataset(**reader, {/*deep=*/true}, reporter);
+  CHECK(verified.problems == 0);
+  auto extracted = ExtractDataset(**reader, dir / "restored");
+  REQUIRE(extracted.ok());
+  CHECK(extracted->files_written == 2000);
+  const auto original = test::SnapshotTree(dir / "tree");
+  const auto restored = test::SnapshotTree(dir / "restored");
+  CHECK(original.size() == 2000);
+  CHECK(original == restored);
+}
+
+TEST_CASE("convert output does not depend on the thread count; a seed shuffles reproducibly") {
+  test::TempDir dir;
+  Synth(dir / "tree", 3, 30, 2, 96);
+  auto one = Options(dir / "tree", dir / "one");
+  one.threads = 1;
+  auto four = Options(dir / "tree", dir / "four");
+  four.threads = 4;
+  REQUIRE(Convert(one).ok());
+  REQUIRE(Convert(four).ok());
+  CHECK(test::SnapshotTree(dir / "one") == test::SnapshotTree(dir / "four"));
+
+  auto shuffled_a = Options(dir / "tree", dir / "sa");
+  shuffled_a.shuffle_seed = 9;
+  auto shuffled_b = Options(dir / "tree", dir / "sb");
+  shuffled_b.shuffle_seed = 9;
+  shuffled_b.threads = 3;
+  REQUIRE(Convert(shuffled_a).ok());
+  REQUIRE(Convert(shuffled_b).ok());
+  CHECK(test::SnapshotTree(dir / "sa") == test::SnapshotTree(dir / "sb"));
+  auto sorted = OpenDataset(dir / "one");
+  auto shuffled = OpenDataset(dir / "sa");
+  REQUIRE(sorted.ok());
+  REQUIRE(shuffled.ok());
+  std::vector<std::string> sorted_keys, shuffled_keys;
+  ReadScratch scratch;
+  for (std::uint64_t i = 0; i < 90; ++i) {
+    sorted_keys.emplace_back((*sorted)->Read(i, scratch)->key);
+    shuffled_keys.emplace_back((*shuffled)->Read(i, scratch)->key);
+  }
+  CHECK(sorted_keys != shuffled_keys);
+  CHECK(std::is_sorted(sorted_keys.begin(), sorted_keys.end()));
+  std::sort(shuffled_keys.begin(), shuffled_keys.end());
+  CHECK(sorted_keys == shuffled_keys);
+  // The listing hash identifies the input, not the order it was stored in.
+  CHECK((*sorted)->info().listing_hash == (*shuffled)->info().listing_hash);
+}
+
+TEST_CASE("bad inputs: fail names the file and leaves nothing; skip writes rejects.tsv") {
+  test::TempDir dir;
+  Synth(dir / "tree", 2, 5, 3, 64);
+  test::WriteText(dir / "tree" / "n01440764" / "notes.jpg", "this is text, not a JPEG");
+  auto truncated = test::MakeJpeg(200, 200, 1);
+  truncated.resize(truncated.size() / 3);
+  test::WriteBytes(dir / "tree" / "n01441881" / "cut.jpeg", truncated);
+
+  auto failing = Convert(Options(dir / "tree", dir / "fail"));
+  REQUIRE_FALSE(failing.ok());
+  CHECK(failing.status().code() == StatusCode::kInvalidInput);
+  CHECK(failing.status().message().find("notes.jpg") != std::string::npos);
+  CHECK(failing.status().message().find("not a JPEG or PNG") != std::string::npos);
+  CHECK(failing.status().message().find("--on-error skip") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "fail"));
+
+  auto options = Options(dir / "tree", dir / "skip");
+  options.on_error = OnError::kSkip;
+  auto skipping = Convert(options);
+  REQUIRE_MESSAGE(skipping.ok(), skipping.status().ToString());
+  CHECK(skipping->records_written == 10);
+  REQUIRE(skipping->rejects.size() == 2);
+  const auto report = test::ReadBytes(dir / "skip" / "rejects.tsv");
+  const std::string text(reinterpret_cast<const char*>(report.data()), report.size());
+  CHECK(text.find("notes.jpg\tnot a JPEG or PNG") != std::string::npos);
+  CHECK(text.find("cut.jpeg\ttruncated JPEG") != std::string::npos);
+  auto reader = OpenDataset(dir / "skip");
+  REQUIRE(reader.ok());
+  CHECK((*reader)->size() == 10);
+  CHECK((*reader)->info().rejected_count == 2);
+}
+
+TEST_CASE("convert errors: missing input, no images, output exists, bad options") {
+  test::TempDir dir;
+  auto missing = Convert(Options(dir / "nowhere", dir / "out"));
+  CHECK(missing.status().code() == StatusCode::kNotFound);
+  CHECK(missing.status().message().find("nowhere") != std::string::npos);
+
+  fs::create_directories(dir / "empty" / "class");
+  auto empty = Convert(Options(dir / "empty", dir / "out"));
+  CHECK(empty.status().code() == StatusCode::kNotFound);
+  CHECK(empty.status().message().find("no images found") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "out"));
+
+  Synth(dir / "tree", 1, 3, 4, 64);
+  REQUIRE(Convert(Options(dir / "tree", dir / "out")).ok());
+  auto exists = Convert(Options(dir / "tree", dir / "out"));
+  CHECK(exists.status().code() == StatusCode::kAlreadyExists);
+  CHECK(exists.status().message().find("--overwrite") != std::string::npos);
+  auto overwrite = Options(dir / "tree", dir / "out");
+  overwrite.writer.overwrite = true;
+  overwrite.shuffle_seed = 1;
+  CHECK(Convert(overwrite).ok());
+
+  auto bad = Options(dir / "tree", dir / "bad");
+  bad.quality = 101;
+  CHECK(Convert(bad).status().message().find("--quality") != std::string::npos);
+  bad = Options(dir / "tree", dir / "bad");
+  bad.writer.align_bytes = 3;
+  CHECK(Convert(bad).status().message().find("--align") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "bad"));
+}
+
+TEST_CASE("list-file input and transcoding at convert time") {
+  test::TempDir dir;
+  Synth(dir / "images", 2, 4, 5, 300);
+  test::WriteText(dir / "train.txt",
+                  "n01440764/n01440764_0.JPEG 3\nn01441881/n01441881_1.JPEG 1\n");
+  auto options = Options(dir / "train.txt", dir / "ds");
+  options.list_root = dir / "images";
+  options.resize_short = 100;
+  options.quality = 80;
+  auto stats = Convert(options);
+  REQUIRE_MESSAGE(stats.ok(), stats.status().ToString());
+  auto reader = OpenDataset(dir / "ds");
+  REQUIRE(reader.ok());
+  CHECK((*reader)->info().source_kind == "caffe-list");
+  CHECK((*reader)->info().label_count == 4);
+  ReadScratch scratch;
+  auto first = (*reader)->Read(0, scratch);
+  REQUIRE(first.ok());
+  CHECK(first->label == 3);
+  CHECK(std::min(first->width, first->height) == 100);
+  auto probed = ProbeImage(first->bytes);
+  REQUIRE(probed.ok());
+  CHECK(probed->width == first->width);
+  test::CollectingReporter reporter;
+  CHECK(VerifyDataset(**reader, {true}, reporter).problems == 0);
+}
+
+TEST_CASE("extract refuses keys that would escape the output directory") {
+  test::TempDir dir;
+  for (const char* key : {"../escape.jpg", "/etc/evil.jpg", "a/../../b.jpg", "a//b.jpg"}) {
+    CAPTURE(key);
+    const fs::path ds = dir / ("ds" + std::to_string(std::hash<std::string>{}(key)));
+    test::WriteDataset(ds, {{"fine/ok.jpg", 0, test::MakeJpeg(8, 8, 1)},
+                            {key, 0, test::MakeJpeg(8, 8, 2)}});
+    auto reader = OpenDataset(ds);
+    REQUIRE(reader.ok());
+    auto extracted = ExtractDataset(**reader, ds.string() + "-out");
+    REQUIRE_FALSE(extracted.ok());
+    CHECK(fs::is_empty(ds.string() + "-out"));  // nothing written, not even the good record
+    CHECK(extracted.status().code() == StatusCode::kInvalidArgument);
+    CHECK(extracted.status().message().find("record 1") != std::string::npos);
+    CHECK(extracted.status().message().find("escape") != std::string::npos);
+  }
+  CHECK_FALSE(fs::exists(dir / "escape.jpg"));
+  // A symlink planted inside the output directory does not lead out of it either.
+  test::WriteDataset(dir / "linked", {{"sub/x.jpg", 0, test::MakeJpeg(8, 8, 3)}});
+  fs::create_directories(dir / "out2");
+  fs::create_directories(dir / "elsewhere");
+  fs::create_directory_symlink(dir / "elsewhere", dir / "out2" / "sub");
+  auto reader = OpenDataset(dir / "linked");
+  REQUIRE(reader.ok());
+  auto extracted = ExtractDataset(**reader, dir / "out2");
+  CHECK(extracted.status().code() == StatusCode::kInvalidArgument);
+  CHECK(fs::is_empty(dir / "elsewhere"));
+}
+
+}  // namespace
+}  // namespace packrec

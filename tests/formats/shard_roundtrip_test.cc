@@ -1,0 +1,217 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/random.h"
+#include "shard_test_util.h"
+
+namespace packrec {
+namespace {
+
+namespace fs = std::filesystem;
+using test::Copy;
+
+TEST_CASE("shard round trip: every record's key, label, bytes and image metadata come back") {
+  test::TempDir dir;
+  const auto records = test::MakeRecords(40);
+  test::WriteDataset(dir / "ds", records);
+  auto reader = OpenDataset(dir / "ds");
+  REQUIRE(reader.ok());
+  CHECK((*reader)->info().format == "shard");
+  CHECK((*reader)->info().classes.size() == 3);
+  REQUIRE((*reader)->size() == records.size());
+  ReadScratch scratch;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    auto view = (*reader)->Read(i, scratch);
+    REQUIRE(view.ok());
+    CHECK(view->index == i);
+    CHECK(view->key == records[i].key);
+    CHECK(view->label == records[i].label);
+    CHECK(Copy(view->bytes) == records[i].bytes);
+    CHECK(view->encoding == Encoding::kJpeg);
+    auto info = ProbeImage(records[i].bytes);
+    CHECK(view->width == info->width);
+    CHECK(view->height == info->height);
+    CHECK(view->channels == 3);
+    // Zero-copy and aligned: the view points into the mapping at a 64-byte boundary.
+    CHECK(reinterpret_cast<std::uintptr_t>(view->bytes.data()) % 64 == 0);
+  }
+  test::CollectingReporter reporter;
+  const VerifyStats stats = (*reader)->Verify(reporter);
+  CHECK(stats.problems == 0);
+  CHECK(stats.records_checked == records.size());
+  CHECK(fs::exists(dir / "ds" / "manifest.json"));
+  for (const auto& entry : fs::directory_iterator(dir / "ds")) {
+    CHECK(entry.path().extension() != ".tmp");
+  }
+}
+
+TEST_CASE("random access equals sequential iteration") {
+  test::TempDir dir;
+  const auto records = test::MakeRecords(60);
+  WriterOptions options;
+  options.shard_size_bytes = 64 << 10;  // several shards
+  test::WriteDataset(dir / "ds", records, options);
+  auto reader = OpenDataset(dir / "ds");
+  REQUIRE(reader.ok());
+  REQUIRE((*reader)->info().files.size() > 1);
+  std::vector<std::vector<std::byte>> sequential;
+  std::vector<std::string> keys;
+  REQUIRE((*reader)
+              ->ForEach([&](const RecordView& view) {
+                CHECK(view.index == sequential.size());
+                sequential.push_back(Copy(view.bytes));
+                keys.emplace_back(view.key);
+                return Status::OK();
+              })
+              .ok());
+  REQUIRE(sequential.size() == records.size());
+  std::vector<std::uint64_t> order(records.size());
+  std::iota(order.begin(), order.end(), 0);
+  SplitMix64 random(3);
+  for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[random.Below(i)]);
+  ReadScratch scratch;
+  for (std::uint64_t i : order) {
+    auto view = (*reader)->Read(i, scratch);
+    REQUIRE(view.ok());
+    CHECK(Copy(view->bytes) == sequential[i]);
+    CHECK(view->key == keys[i]);
+  }
+  // A sub-range visits exactly that range.
+  std::vector<std::uint64_t> visited;
+  REQUIRE((*reader)
+              ->ForEach([&](const RecordView& view) {
+                visited.push_back(view.index);
+                return Status::OK();
+              }, 17, 43)
+              .ok());
+  CHECK(visited.size() == 26);
+  CHECK(visited.front() == 17);
+  CHECK(visited.back() == 42);
+}
+
+TEST_CASE("empty dataset: no shards, size 0, verify passes, reads are out of range") {
+  test::TempDir dir;
+  test::WriteDataset(dir / "ds", {});
+  auto reader = OpenDataset(dir / "ds");
+  REQUIRE(reader.ok());
+  CHECK((*reader)->size() == 0);
+  CHECK((*reader)->info().files.empty());
+  ReadScratch scratch;
+  CHECK((*reader)->Read(0, scratch).status().code() == StatusCode::kOutOfRange);
+  int visits = 0;
+  CHECK((*reader)->ForEach([&](const RecordView&) { ++visits; return Status::OK(); }).ok());
+  CHECK(visits == 0);
+  test::CollectingReporter reporter;
+  CHECK((*reader)->Verify(reporter).problems == 0);
+}
+
+TEST_CASE("one-record dataset") {
+  test::TempDir dir;
+  const auto records = test::MakeRecords(1);
+  test::WriteDataset(dir / "ds", records);
+  auto reader = OpenDataset(dir / "ds");
+  REQUIRE(reader.ok());
+  REQUIRE((*reader)->size() == 1);
+  ReadScratch scratch;
+  auto view = (*reader)->Read(0, scratch);
+  REQUIRE(view.ok());
+  CHECK(Copy(view->bytes) == records[0].bytes);
+  CHECK((*reader)->Read(1, scratch).status().code() == StatusCode::kOutOfRange);
+}
+
+TEST_CASE("shards split at the size target, and a record larger than a shard gets its own") {
+  test::TempDir dir;
+  auto records = test::MakeRecords(30);
+  // One record far larger than the target.
+  records.insert(records.begin() + 10,
+                 test::TestRecord{"big/huge.jpg", 1, test::MakeJpeg(900, 700, 99)});
+  WriterOptions options;
+  options.shard_size_bytes = 16 << 10;
+  options.align_bytes = 4096;
+  test::WriteDataset(dir / "ds", records, options);
+  auto reader = OpenDataset(dir / "ds");
+  REQUIRE(reader.ok());
+  const auto& files = (*reader)->info().files;
+  REQUIRE(files.size() > 3);
+  std::uint64_t next = 0;
+  bool big_alone = false;
+  for (const DatasetFileInfo& file : files) {
+    CHECK(file.first_record == next);
+    CHECK(file.record_count >= 1);
+    CHECK(fs::file_size(dir / "ds" / file.file) == file.size_bytes);
+    if (file.record_count > 1) CHECK(file.size_bytes <= options.shard_size_bytes);
+    if (file.first_record == 10) big_alone = file.record_count == 1;
+    next += file.record_count;
+  }
+  CHECK(next == records.size());
+  CHECK(big_alone);
+  ReadScratch scratch;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    auto view = (*reader)->Read(i, scratch);
+    REQUIRE(view.ok());
+    CHECK(Copy(view->bytes) == records[i].bytes);
+    CHECK(reinterpret_cast<std::uintptr_t>(view->bytes.data()) % 4096 == 0);
+  }
+}
+
+TEST_CASE("zstd compresses PNG payloads, leaves JPEGs alone, and reads back byte-identical") {
+  test::TempDir dir;
+  std::vector<test::TestRecord> records = test::MakeRecords(4);
+  records.push_back({"png/a.png", 2, test::MakePng(128, 64, 1)});
+  records.push_back({"raw/text.bin", 0, std::vector<std::byte>(5000, std::byte{'a'})});
+  WriterOptions options;
+  options.compression = Compression::kZstd;
+  options.compression_level = 5;
+  test::WriteDataset(dir / "ds", records, options);
+  auto reader = OpenDataset(dir / "ds");
+  REQUIRE(reader.ok());
+  std::uint64_t stored = 0;
+  std::uint64_t raw = 0;
+  for (const auto& r : records) raw += r.bytes.size();
+  stored = (*reader)->info().payload_bytes;
+  CHECK(stored < raw);
+  ReadScratch scratch;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    auto view = (*reader)->Read(i, scratch);
+    REQUIRE(view.ok());
+    CHECK(Copy(view->bytes) == records[i].bytes);
+  }
+  test::CollectingReporter reporter;
+  CHECK((*reader)->Verify(reporter).problems == 0);
+}
+
+TEST_CASE("writer options are validated with the flag named") {
+  test::TempDir dir;
+  WriterOptions options;
+  options.align_bytes = 48;
+  auto bad_align = CreateDatasetWriter(dir / "a", options);
+  CHECK(bad_align.status().code() == StatusCode::kInvalidArgument);
+  CHECK(bad_align.status().message().find("--align") != std::string::npos);
+  options = {};
+  options.shard_size_bytes = 100;
+  CHECK(CreateDatasetWriter(dir / "b", options).status().message().find("--shard-size") !=
+        std::string::npos);
+  options = {};
+  options.format = "parquet";
+  CHECK(CreateDatasetWriter(dir / "c", options).status().message().find("--format") !=
+        std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "a"));
+}
+
+TEST_CASE("an aborted writer leaves nothing behind") {
+  test::TempDir dir;
+  WriterOptions options;
+  options.shard_size_bytes = 8 << 10;
+  auto writer = CreateDatasetWriter(dir / "ds", options);
+  REQUIRE(writer.ok());
+  for (const auto& record : test::MakeRecords(10)) {
+    REQUIRE((*writer)->Add({record.key, record.label, record.bytes, {}}).ok());
+  }
+  (*writer)->Abort();
+  CHECK_FALSE(fs::exists(dir / "ds"));
+}
+
+}  // namespace
+}  // namespace packrec

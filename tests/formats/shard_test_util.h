@@ -1,0 +1,62 @@
+// Builders for shard datasets used by the format tests.
+#ifndef PACKREC_TESTS_FORMATS_SHARD_TEST_UTIL_H_
+#define PACKREC_TESTS_FORMATS_SHARD_TEST_UTIL_H_
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "packrec/image.h"
+#include "packrec/reader.h"
+#include "packrec/writer.h"
+#include "test_util.h"
+
+namespace packrec::test {
+
+struct TestRecord {
+  std::string key;
+  std::uint32_t label = 0;
+  std::vector<std::byte> bytes;
+};
+
+// `count` real JPEGs of varied sizes (about 2-12 KB each).
+inline std::vector<TestRecord> MakeRecords(std::size_t count, std::uint64_t seed = 1) {
+  std::vector<TestRecord> records;
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto w = static_cast<std::uint32_t>(32 + (i * 37 + seed) % 96);
+    const auto h = static_cast<std::uint32_t>(24 + (i * 53 + seed) % 80);
+    records.push_back({"class" + std::to_string(i % 3) + "/img " + std::to_string(i) + ".jpg",
+                       static_cast<std::uint32_t>(i % 3), MakeJpeg(w, h, seed * 1000 + i)});
+  }
+  return records;
+}
+
+inline void WriteDataset(const std::filesystem::path& dir, const std::vector<TestRecord>& records,
+                         WriterOptions options = {}) {
+  auto writer = CreateDatasetWriter(dir, options);
+  REQUIRE_MESSAGE(writer.ok(), writer.status().ToString());
+  for (const TestRecord& record : records) {
+    auto info = ProbeImage(record.bytes);
+    ImageInfo image = info.ok() ? *info : ImageInfo{};
+    REQUIRE((*writer)->Add({record.key, record.label, record.bytes, image}).ok());
+  }
+  DatasetMetadata metadata;
+  metadata.classes = {"class0", "class1", "class2"};
+  metadata.listing_hash = "0000000000000000";
+  REQUIRE((*writer)->Finish(metadata).ok());
+}
+
+inline std::vector<std::byte> Copy(std::span<const std::byte> bytes) {
+  return {bytes.begin(), bytes.end()};
+}
+
+class CollectingReporter final : public VerifyReporter {
+ public:
+  void Report(const VerifyProblem& problem) override { problems.push_back(problem); }
+  std::vector<VerifyProblem> problems;
+};
+
+}  // namespace packrec::test
+
+#endif  // PACKREC_TESTS_FORMATS_SHARD_TEST_UTIL_H_
