@@ -42,7 +42,8 @@ std::vector<std::byte> ReadBytes(const fs::path& path) {
 void WriteBytes(const fs::path& path, const std::vector<std::byte>& bytes) {
   fs::create_directories(path.parent_path());
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
   if (!out) throw std::runtime_error("cannot write " + path.string());
 }
 
@@ -72,8 +73,8 @@ std::vector<std::byte> MakeJpeg(std::uint32_t width, std::uint32_t height, std::
   SplitMix64 random(seed);
   const auto base = static_cast<unsigned>(random.Below(200));
   for (std::size_t i = 0; i < pixels.data.size(); ++i) {
-    pixels.data[i] = static_cast<std::uint8_t>(base + (i / pixels.channels % width) / 8 +
-                                               random.Below(16));
+    pixels.data[i] =
+        static_cast<std::uint8_t>(base + (i / pixels.channels % width) / 8 + random.Below(16));
   }
   JpegEncodeOptions options;
   options.quality = 85;
@@ -110,8 +111,10 @@ std::vector<std::byte> MakePng(std::uint32_t width, std::uint32_t height, std::u
 std::string Quote(const fs::path& path) {
   std::string quoted = "'";
   for (char c : path.string()) {
-    if (c == '\'') quoted += "'\\''";
-    else quoted += c;
+    if (c == '\'')
+      quoted += "'\\''";
+    else
+      quoted += c;
   }
   return quoted + "'";
 }

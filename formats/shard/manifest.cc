@@ -70,10 +70,9 @@ Result<Manifest> ParseManifest(std::string_view text, std::string_view name) {
     Manifest manifest;
     manifest.format_version = body.at("format_version").get<std::uint32_t>();
     if (manifest.format_version > kShardFormatVersion) {
-      return Status::NotSupported(where + ": format version " +
-                                  std::to_string(manifest.format_version) +
-                                  " is newer than this packrec supports (" +
-                                  std::to_string(kShardFormatVersion) + ")");
+      return Status::NotSupported(
+          where + ": format version " + std::to_string(manifest.format_version) +
+          " is newer than this packrec supports (" + std::to_string(kShardFormatVersion) + ")");
     }
     if (manifest.format_version == 0) return Status::Corruption(where + ": format version 0");
     manifest.record_count = body.at("record_count").get<std::uint64_t>();

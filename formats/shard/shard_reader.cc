@@ -36,9 +36,9 @@ struct Shard {
     return entry;
   }
   std::string_view Key(const IndexEntry& entry) const {
-    return {reinterpret_cast<const char*>(map.bytes().data() + footer.keys_offset +
-                                          entry.key_offset),
-            entry.key_size};
+    return {
+        reinterpret_cast<const char*>(map.bytes().data() + footer.keys_offset + entry.key_offset),
+        entry.key_size};
   }
 };
 
@@ -78,10 +78,9 @@ Status ValidateShard(Shard& shard) {
       break;
   }
   if (header.format_version > kShardFormatVersion) {
-    return Status::NotSupported(name + ": shard format version " +
-                                std::to_string(header.format_version) +
-                                " is newer than this packrec supports (" +
-                                std::to_string(kShardFormatVersion) + ")");
+    return Status::NotSupported(
+        name + ": shard format version " + std::to_string(header.format_version) +
+        " is newer than this packrec supports (" + std::to_string(kShardFormatVersion) + ")");
   }
   if (header.first_record != shard.meta.first_record) {
     return Status::Corruption(name + ": header says first record " +
@@ -108,15 +107,14 @@ Status ValidateShard(Shard& shard) {
                               " from " + std::to_string(shard.meta.first_record));
   }
   // Overflow-safe: every quantity is bounded by the file size before it is multiplied or added.
-  const bool index_fits = footer.record_count <= footer_offset / kIndexEntrySize &&
-                          footer.index_offset <= footer_offset &&
-                          footer.index_offset == footer_offset -
-                                                     footer.record_count * kIndexEntrySize;
-  const bool keys_fit = footer.keys_offset >= kHeaderSize &&
-                        footer.keys_offset <= footer.index_offset &&
-                        footer.keys_size <= footer.index_offset - footer.keys_offset &&
-                        footer.index_offset - footer.keys_offset - footer.keys_size <
-                            kIndexAlignment;
+  const bool index_fits =
+      footer.record_count <= footer_offset / kIndexEntrySize &&
+      footer.index_offset <= footer_offset &&
+      footer.index_offset == footer_offset - footer.record_count * kIndexEntrySize;
+  const bool keys_fit =
+      footer.keys_offset >= kHeaderSize && footer.keys_offset <= footer.index_offset &&
+      footer.keys_size <= footer.index_offset - footer.keys_offset &&
+      footer.index_offset - footer.keys_offset - footer.keys_size < kIndexAlignment;
   if (!index_fits || !keys_fit) {
     return Status::Corruption(name + ": footer locates the key table or index outside the file");
   }
@@ -137,11 +135,10 @@ Status ValidateShard(Shard& shard) {
                               entry.stored_size <= footer.keys_offset - entry.offset;
     const bool key_fits = entry.key_offset <= footer.keys_size &&
                           entry.key_size <= footer.keys_size - entry.key_offset;
-    const bool sizes_ok =
-        entry.compression <= static_cast<std::uint8_t>(Compression::kZstd) &&
-        (entry.compression != 0 || entry.raw_size == entry.stored_size) &&
-        entry.raw_size <= kMaxRawRecordBytes &&
-        entry.encoding <= static_cast<std::uint8_t>(Encoding::kPng);
+    const bool sizes_ok = entry.compression <= static_cast<std::uint8_t>(Compression::kZstd) &&
+                          (entry.compression != 0 || entry.raw_size == entry.stored_size) &&
+                          entry.raw_size <= kMaxRawRecordBytes &&
+                          entry.encoding <= static_cast<std::uint8_t>(Encoding::kPng);
     if (!reserved_ok || !payload_fits || !key_fits || !sizes_ok) {
       return Status::Corruption(name + ": index entry of record " + std::to_string(index) +
                                 " at byte offset " + std::to_string(entry_offset) +
@@ -181,8 +178,8 @@ class ShardReader final : public Reader {
       if (shard_end <= begin || shard.meta.first_record >= end) continue;
       if (!shard.damage.ok()) return shard.damage;
       shard.map.AdviseSequential(0, shard.footer.keys_offset);
-      for (std::uint64_t i = std::max(begin, shard.meta.first_record);
-           i < std::min(end, shard_end); ++i) {
+      for (std::uint64_t i = std::max(begin, shard.meta.first_record); i < std::min(end, shard_end);
+           ++i) {
         PACKREC_ASSIGN_OR_RETURN(const RecordView view,
                                  ReadFromShard(shard, i, scratch, options_.verify_checksums));
         PACKREC_RETURN_IF_ERROR(visit(view));
@@ -211,8 +208,8 @@ class ShardReader final : public Reader {
           continue;
         }
         const IndexEntry entry = shard.Entry(local);
-        reporter.Report({shard.meta.file, index, std::string(shard.Key(entry)), entry.offset,
-                         view.status()});
+        reporter.Report(
+            {shard.meta.file, index, std::string(shard.Key(entry)), entry.offset, view.status()});
         ++stats.problems;
       }
       // Bytes outside records (padding) are covered only by the whole-file checksum.
@@ -254,8 +251,8 @@ class ShardReader final : public Reader {
     }
     if (entry.compression == static_cast<std::uint8_t>(Compression::kZstd)) {
       scratch.bytes.resize(entry.raw_size);
-      const std::size_t size = ZSTD_decompress(scratch.bytes.data(), scratch.bytes.size(),
-                                               stored.data(), stored.size());
+      const std::size_t size =
+          ZSTD_decompress(scratch.bytes.data(), scratch.bytes.size(), stored.data(), stored.size());
       if (ZSTD_isError(size) || size != entry.raw_size) {
         return Status::Corruption(
             RecordWhere(shard, index, view.key, entry.offset) + ": zstd payload does not " +

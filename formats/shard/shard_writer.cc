@@ -123,9 +123,8 @@ Status ShardWriter::SealShard() {
   std::memcpy(metadata.data(), shard.keys.data(), shard.keys.size());
   std::byte* index = metadata.data() + (footer.index_offset - footer.keys_offset);
   for (std::size_t i = 0; i < shard.entries.size(); ++i) {
-    EncodeIndexEntry(shard.entries[i],
-                     std::span<std::byte, kIndexEntrySize>(index + i * kIndexEntrySize,
-                                                           kIndexEntrySize));
+    EncodeIndexEntry(shard.entries[i], std::span<std::byte, kIndexEntrySize>(
+                                           index + i * kIndexEntrySize, kIndexEntrySize));
   }
   footer.metadata_xxh64 = Xxh64(metadata);
   PACKREC_RETURN_IF_ERROR(Write(metadata));
@@ -167,10 +166,10 @@ Status ShardWriter::Add(const RecordInput& record) {
   }
 
   if (current_ && !current_->entries.empty()) {
-    const std::uint64_t projected =
-        AlignUp(current_->file->size(), options_.align_bytes) + stored.size() +
-        current_->keys.size() + record.key.size() + kIndexAlignment +
-        (current_->entries.size() + 1) * kIndexEntrySize + kFooterSize;
+    const std::uint64_t projected = AlignUp(current_->file->size(), options_.align_bytes) +
+                                    stored.size() + current_->keys.size() + record.key.size() +
+                                    kIndexAlignment +
+                                    (current_->entries.size() + 1) * kIndexEntrySize + kFooterSize;
     // Key table offsets are 32-bit: a shard's keys may not pass 4 GiB.
     const bool keys_full = current_->keys.size() + record.key.size() > UINT32_MAX;
     if (projected > options_.shard_size_bytes || keys_full) PACKREC_RETURN_IF_ERROR(SealShard());

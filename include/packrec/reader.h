@@ -1,8 +1,8 @@
 // The one reader interface every storage format implements, and OpenDataset, which detects the
 // format of a path and opens it.
 //
-// Threading: a Reader is immutable after OpenDataset returns. Read, ForEach and Verify may be called
-// from any number of threads at once, each thread with its own ReadScratch.
+// Threading: a Reader is immutable after OpenDataset returns. Read, ForEach and Verify may be
+// called from any number of threads at once, each thread with its own ReadScratch.
 //
 // Lifetime: a RecordView's spans stay valid while the Reader is alive, except when the record had
 // to be copied or decompressed (compressed records, formats without a mapping): then they point
@@ -48,14 +48,14 @@ struct DatasetInfo {
   std::string format;  // "shard", ...
   std::uint32_t format_version = 0;
   std::uint64_t record_count = 0;
-  std::uint64_t rejected_count = 0;        // inputs skipped at convert time (--on-error skip)
-  std::vector<std::string> classes;        // label i is classes[i]; empty for list-file inputs
-  std::uint32_t label_count = 0;           // max label + 1
-  std::string listing_hash;                // hex xxHash64 of the sorted input listing
-  std::string source_kind;                 // "image-folder", "caffe-list", "mxnet-list", "api"
-  std::uint64_t payload_bytes = 0;         // sum of stored record sizes
+  std::uint64_t rejected_count = 0;  // inputs skipped at convert time (--on-error skip)
+  std::vector<std::string> classes;  // label i is classes[i]; empty for list-file inputs
+  std::uint32_t label_count = 0;     // max label + 1
+  std::string listing_hash;          // hex xxHash64 of the sorted input listing
+  std::string source_kind;           // "image-folder", "caffe-list", "mxnet-list", "api"
+  std::uint64_t payload_bytes = 0;   // sum of stored record sizes
   std::vector<DatasetFileInfo> files;
-  std::string options_json;                // the convert options, as a JSON object
+  std::string options_json;  // the convert options, as a JSON object
   std::string created_by;
 };
 
@@ -66,8 +66,8 @@ struct ReadScratch {
 
 // One problem found by Verify. Fields that do not apply are empty.
 struct VerifyProblem {
-  std::string file;                          // shard or manifest path
-  std::optional<std::uint64_t> record_index; // global record index
+  std::string file;                           // shard or manifest path
+  std::optional<std::uint64_t> record_index;  // global record index
   std::string key;
   std::optional<std::uint64_t> byte_offset;  // offset in `file` where the bad data starts
   Status status;

@@ -9,7 +9,8 @@
 
 namespace packrec {
 
-// Encoding of a record's payload. Values are stored on disk (docs/formats/shard.md): never renumber.
+// Encoding of a record's payload. Values are stored on disk (docs/formats/shard.md): never
+// renumber.
 enum class Encoding : std::uint8_t {
   kUnknown = 0,
   kJpeg = 1,

@@ -35,7 +35,9 @@ class [[nodiscard]] Status {
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   static Status OK() { return {}; }
-  static Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+  static Status InvalidArgument(std::string m) {
+    return {StatusCode::kInvalidArgument, std::move(m)};
+  }
   static Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
   static Status AlreadyExists(std::string m) { return {StatusCode::kAlreadyExists, std::move(m)}; }
   static Status InvalidInput(std::string m) { return {StatusCode::kInvalidInput, std::move(m)}; }
@@ -63,7 +65,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
     assert(!status_.ok() && "a Result built from a Status must carry an error");
   }
@@ -71,9 +73,18 @@ class [[nodiscard]] Result {
   bool ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }
   // REQUIRES: ok().
-  T& value() & { assert(ok()); return *value_; }
-  const T& value() const& { assert(ok()); return *value_; }
-  T&& value() && { assert(ok()); return std::move(*value_); }
+  T& value() & {
+    assert(ok());
+    return *value_;
+  }
+  const T& value() const& {
+    assert(ok());
+    return *value_;
+  }
+  T&& value() && {
+    assert(ok());
+    return std::move(*value_);
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T* operator->() { return &value(); }
@@ -90,9 +101,9 @@ class [[nodiscard]] Result {
 #define PACKREC_CONCAT_(a, b) PACKREC_CONCAT_INNER_(a, b)
 
 // Returns the Status from the enclosing function when `expr` is not OK.
-#define PACKREC_RETURN_IF_ERROR(expr)               \
-  do {                                              \
-    ::packrec::Status packrec_status_ = (expr);     \
+#define PACKREC_RETURN_IF_ERROR(expr)                  \
+  do {                                                 \
+    ::packrec::Status packrec_status_ = (expr);        \
     if (!packrec_status_.ok()) return packrec_status_; \
   } while (false)
 

@@ -6,17 +6,28 @@ namespace packrec {
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "Invalid argument";
-    case StatusCode::kNotFound: return "Not found";
-    case StatusCode::kAlreadyExists: return "Already exists";
-    case StatusCode::kInvalidInput: return "Invalid input";
-    case StatusCode::kCorruption: return "Corruption";
-    case StatusCode::kTruncated: return "Truncated";
-    case StatusCode::kNotSupported: return "Not supported";
-    case StatusCode::kIOError: return "I/O error";
-    case StatusCode::kOutOfRange: return "Out of range";
-    case StatusCode::kInternal: return "Internal error";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "Invalid argument";
+    case StatusCode::kNotFound:
+      return "Not found";
+    case StatusCode::kAlreadyExists:
+      return "Already exists";
+    case StatusCode::kInvalidInput:
+      return "Invalid input";
+    case StatusCode::kCorruption:
+      return "Corruption";
+    case StatusCode::kTruncated:
+      return "Truncated";
+    case StatusCode::kNotSupported:
+      return "Not supported";
+    case StatusCode::kIOError:
+      return "I/O error";
+    case StatusCode::kOutOfRange:
+      return "Out of range";
+    case StatusCode::kInternal:
+      return "Internal error";
   }
   return "Unknown";
 }

@@ -60,8 +60,7 @@ VerifyStats VerifyDataset(const Reader& reader, const VerifyOptions& options,
   return stats;
 }
 
-Result<ExtractStats> ExtractDataset(const Reader& reader, const fs::path& out_dir,
-                                    bool overwrite) {
+Result<ExtractStats> ExtractDataset(const Reader& reader, const fs::path& out_dir, bool overwrite) {
   std::error_code error;
   fs::create_directories(out_dir, error);
   if (error) return ErrnoStatus("create directory", out_dir, error.value());

@@ -27,7 +27,8 @@ unsigned At(std::span<const std::byte> bytes, std::size_t i) {
 std::string DescribeUnsupported(std::span<const std::byte> bytes) {
   if (bytes.empty()) return "empty file";
   if (StartsWith(bytes, "BM", 2)) return "unsupported encoding (BMP); packrec stores JPEG and PNG";
-  if (StartsWith(bytes, "GIF8", 4)) return "unsupported encoding (GIF); packrec stores JPEG and PNG";
+  if (StartsWith(bytes, "GIF8", 4))
+    return "unsupported encoding (GIF); packrec stores JPEG and PNG";
   if (bytes.size() >= 12 && StartsWith(bytes, "RIFF", 4) &&
       std::memcmp(bytes.data() + 8, "WEBP", 4) == 0) {
     return "unsupported encoding (WebP); packrec stores JPEG and PNG";
@@ -65,8 +66,8 @@ Status ScanJpegMarkers(std::span<const std::byte> bytes, bool* progressive) {
     if (length < 2) {
       return Status::InvalidInput("bad JPEG segment length at byte " + std::to_string(pos));
     }
-    const bool is_sof = marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 &&
-                        marker != 0xCC;
+    const bool is_sof =
+        marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
     if (is_sof) {
       *progressive = marker == 0xC2 || marker == 0xC6 || marker == 0xCA || marker == 0xCE;
       return Status::OK();
@@ -109,12 +110,23 @@ Result<ImageInfo> ProbePng(std::span<const std::byte> bytes) {
   info.width = LoadBE32(bytes.data() + 16);
   info.height = LoadBE32(bytes.data() + 20);
   switch (At(bytes, 25)) {
-    case 0: info.channels = 1; break;
-    case 2: info.channels = 3; break;
-    case 3: info.channels = 3; break;  // palette
-    case 4: info.channels = 2; break;
-    case 6: info.channels = 4; break;
-    default: return Status::InvalidInput("PNG with unknown color type " + std::to_string(At(bytes, 25)));
+    case 0:
+      info.channels = 1;
+      break;
+    case 2:
+      info.channels = 3;
+      break;
+    case 3:
+      info.channels = 3;
+      break;  // palette
+    case 4:
+      info.channels = 2;
+      break;
+    case 6:
+      info.channels = 4;
+      break;
+    default:
+      return Status::InvalidInput("PNG with unknown color type " + std::to_string(At(bytes, 25)));
   }
   if (info.width == 0 || info.height == 0 || info.width > 0x7fffffff || info.height > 0x7fffffff) {
     return Status::InvalidInput("PNG declares an impossible size");
@@ -137,23 +149,34 @@ Result<Pixels> DecodeAny(std::span<const std::byte> bytes, std::uint32_t min_sho
 
 std::string_view EncodingName(Encoding encoding) {
   switch (encoding) {
-    case Encoding::kJpeg: return "jpeg";
-    case Encoding::kPng: return "png";
-    case Encoding::kUnknown: break;
+    case Encoding::kJpeg:
+      return "jpeg";
+    case Encoding::kPng:
+      return "png";
+    case Encoding::kUnknown:
+      break;
   }
   return "unknown";
 }
 
 std::string_view SubsamplingName(Subsampling subsampling) {
   switch (subsampling) {
-    case Subsampling::k444: return "4:4:4";
-    case Subsampling::k422: return "4:2:2";
-    case Subsampling::k420: return "4:2:0";
-    case Subsampling::kGray: return "gray";
-    case Subsampling::k440: return "4:4:0";
-    case Subsampling::k411: return "4:1:1";
-    case Subsampling::kOther: return "other";
-    case Subsampling::kNone: break;
+    case Subsampling::k444:
+      return "4:4:4";
+    case Subsampling::k422:
+      return "4:2:2";
+    case Subsampling::k420:
+      return "4:2:0";
+    case Subsampling::kGray:
+      return "gray";
+    case Subsampling::k440:
+      return "4:4:0";
+    case Subsampling::k411:
+      return "4:1:1";
+    case Subsampling::kOther:
+      return "other";
+    case Subsampling::kNone:
+      break;
   }
   return "none";
 }
@@ -179,12 +202,14 @@ Result<std::vector<std::byte>> TranscodeToJpeg(std::span<const std::byte> bytes,
     const double scale = static_cast<double>(resize_short) / short_side;
     Pixels resized;
     resized.channels = pixels.channels;
-    resized.width = std::max<std::uint32_t>(
-        1, static_cast<std::uint32_t>(std::lround(pixels.width * scale)));
-    resized.height = std::max<std::uint32_t>(
-        1, static_cast<std::uint32_t>(std::lround(pixels.height * scale)));
-    if (pixels.width < pixels.height) resized.width = resize_short;
-    else resized.height = resize_short;
+    resized.width =
+        std::max<std::uint32_t>(1, static_cast<std::uint32_t>(std::lround(pixels.width * scale)));
+    resized.height =
+        std::max<std::uint32_t>(1, static_cast<std::uint32_t>(std::lround(pixels.height * scale)));
+    if (pixels.width < pixels.height)
+      resized.width = resize_short;
+    else
+      resized.height = resize_short;
     resized.data.resize(static_cast<std::size_t>(resized.width) * resized.height *
                         resized.channels);
     if (stbir_resize_uint8(pixels.data.data(), static_cast<int>(pixels.width),

@@ -38,24 +38,37 @@ tjhandle Compressor(bool progressive) {
 
 Subsampling FromTj(int subsamp) {
   switch (subsamp) {
-    case TJSAMP_444: return Subsampling::k444;
-    case TJSAMP_422: return Subsampling::k422;
-    case TJSAMP_420: return Subsampling::k420;
-    case TJSAMP_GRAY: return Subsampling::kGray;
-    case TJSAMP_440: return Subsampling::k440;
-    case TJSAMP_411: return Subsampling::k411;
-    default: return Subsampling::kOther;
+    case TJSAMP_444:
+      return Subsampling::k444;
+    case TJSAMP_422:
+      return Subsampling::k422;
+    case TJSAMP_420:
+      return Subsampling::k420;
+    case TJSAMP_GRAY:
+      return Subsampling::kGray;
+    case TJSAMP_440:
+      return Subsampling::k440;
+    case TJSAMP_411:
+      return Subsampling::k411;
+    default:
+      return Subsampling::kOther;
   }
 }
 
 int ToTj(Subsampling subsampling) {
   switch (subsampling) {
-    case Subsampling::k444: return TJSAMP_444;
-    case Subsampling::k422: return TJSAMP_422;
-    case Subsampling::k440: return TJSAMP_440;
-    case Subsampling::k411: return TJSAMP_411;
-    case Subsampling::kGray: return TJSAMP_GRAY;
-    default: return TJSAMP_420;
+    case Subsampling::k444:
+      return TJSAMP_444;
+    case Subsampling::k422:
+      return TJSAMP_422;
+    case Subsampling::k440:
+      return TJSAMP_440;
+    case Subsampling::k411:
+      return TJSAMP_411;
+    case Subsampling::kGray:
+      return TJSAMP_GRAY;
+    default:
+      return TJSAMP_420;
   }
 }
 
@@ -80,7 +93,7 @@ Result<JpegHeader> ReadJpegHeader(std::span<const std::byte> bytes) {
   header.width = static_cast<std::uint32_t>(width);
   header.height = static_cast<std::uint32_t>(height);
   header.subsampling = FromTj(subsamp);
-  header.channels = colorspace == TJCS_GRAY                              ? 1
+  header.channels = colorspace == TJCS_GRAY                                ? 1
                     : (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) ? 4
                                                                            : 3;
   return header;
@@ -103,7 +116,8 @@ Result<Pixels> DecodeJpeg(std::span<const std::byte> bytes, std::uint32_t min_sh
       if (factors[i].num > factors[i].denom) continue;  // never upscale in the decoder
       const int w = TJSCALED(width, factors[i]);
       const int h = TJSCALED(height, factors[i]);
-      if (static_cast<std::uint32_t>(std::min(w, h)) >= min_short_side && w * h < best_width * best_height) {
+      if (static_cast<std::uint32_t>(std::min(w, h)) >= min_short_side &&
+          w * h < best_width * best_height) {
         best_width = w;
         best_height = h;
       }

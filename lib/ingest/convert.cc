@@ -117,7 +117,9 @@ std::string OptionsJson(const ConvertOptions& options) {
 class OrderedPrefetch {
  public:
   OrderedPrefetch(const SourceListing& listing, const ConvertOptions& options, unsigned threads)
-      : listing_(listing), options_(options), window_(std::max<std::size_t>(64, threads * 8)),
+      : listing_(listing),
+        options_(options),
+        window_(std::max<std::size_t>(64, threads * 8)),
         ring_(window_) {
     for (unsigned t = 0; t < threads; ++t) workers_.emplace_back([this] { Work(); });
   }
@@ -228,8 +230,8 @@ Result<ConvertStats> Convert(const ConvertOptions& options, const ProgressCallba
       report.records_done = i + 1;
       report.input_bytes = stats.input_bytes;
       const Clock::time_point now = Clock::now();
-      if (progress && (now - last_report > std::chrono::milliseconds(200) ||
-                       i + 1 == listing.items.size())) {
+      if (progress &&
+          (now - last_report > std::chrono::milliseconds(200) || i + 1 == listing.items.size())) {
         report.elapsed_seconds = std::chrono::duration<double>(now - start).count();
         progress(report);
         last_report = now;
@@ -238,9 +240,9 @@ Result<ConvertStats> Convert(const ConvertOptions& options, const ProgressCallba
   }
   if (failure.ok() && writer->records_written() == 0) {
     failure = Status::InvalidInput("all " + std::to_string(listing.items.size()) + " inputs in " +
-                                   options.source.string() + " were rejected; the first: " +
-                                   stats.rejects.front().path + ": " +
-                                   stats.rejects.front().reason);
+                                   options.source.string() +
+                                   " were rejected; the first: " + stats.rejects.front().path +
+                                   ": " + stats.rejects.front().reason);
   }
   if (failure.ok() && !stats.rejects.empty()) {
     failure = WriteRejects(options.output / "rejects.tsv", stats.rejects);

@@ -31,11 +31,16 @@ bool IsValidUtf8(std::string_view text) {
   while (i < text.size()) {
     const auto c = static_cast<unsigned char>(text[i]);
     std::size_t extra;
-    if (c < 0x80) extra = 0;
-    else if ((c & 0xE0) == 0xC0 && c >= 0xC2) extra = 1;
-    else if ((c & 0xF0) == 0xE0) extra = 2;
-    else if ((c & 0xF8) == 0xF0 && c <= 0xF4) extra = 3;
-    else return false;
+    if (c < 0x80)
+      extra = 0;
+    else if ((c & 0xE0) == 0xC0 && c >= 0xC2)
+      extra = 1;
+    else if ((c & 0xF0) == 0xE0)
+      extra = 2;
+    else if ((c & 0xF8) == 0xF0 && c <= 0xF4)
+      extra = 3;
+    else
+      return false;
     for (std::size_t k = 1; k <= extra; ++k) {
       if (i + k >= text.size()) return false;
       if ((static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) return false;

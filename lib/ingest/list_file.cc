@@ -70,17 +70,19 @@ Result<SourceListing> ReadListFile(const fs::path& list_file, const fs::path& ro
     ++line_number;
     if (line.empty() || line.front() == '#') continue;
     if (kind == ListFileKind::kAuto) {
-      kind = line.find('\t') != std::string_view::npos ? ListFileKind::kMxnet : ListFileKind::kCaffe;
+      kind =
+          line.find('\t') != std::string_view::npos ? ListFileKind::kMxnet : ListFileKind::kCaffe;
     }
     SourceItem item;
     std::string_view path;
     if (kind == ListFileKind::kCaffe) {
       // convert_imageset splits at the last space, so paths may contain spaces.
       const std::size_t space = line.find_last_of(' ');
-      if (space == std::string_view::npos || !ParseLabel(line.substr(space + 1), false, &item.label)) {
+      if (space == std::string_view::npos ||
+          !ParseLabel(line.substr(space + 1), false, &item.label)) {
         return Status::InvalidInput(LineWhere(list_file, line_number) +
-                                       ": expected '<path> <label>' with a non-negative integer "
-                                       "label (Caffe list format)");
+                                    ": expected '<path> <label>' with a non-negative integer "
+                                    "label (Caffe list format)");
       }
       path = Trim(line.substr(0, space));
     } else {
@@ -96,8 +98,8 @@ Result<SourceListing> ReadListFile(const fs::path& list_file, const fs::path& ro
       if (fields.size() < 3 || !ParseLabel(fields[0], false, &ignored_index) ||
           !ParseLabel(fields[1], true, &item.label)) {
         return Status::InvalidInput(LineWhere(list_file, line_number) +
-                                       ": expected '<index>\\t<label>\\t<path>' with a "
-                                       "non-negative integer label (MXNet .lst format)");
+                                    ": expected '<index>\\t<label>\\t<path>' with a "
+                                    "non-negative integer label (MXNet .lst format)");
       }
       path = fields.back();
     }

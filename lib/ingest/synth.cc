@@ -76,8 +76,8 @@ Pixels Paint(SplitMix64& random, std::uint32_t width, std::uint32_t height, bool
       const std::size_t p = (static_cast<std::size_t>(y) * width + x) * pixels.channels;
       if (gray) {
         const int luma = (rgb[0] * 77 + rgb[1] * 150 + rgb[2] * 29) / 256;
-        pixels.data[p] =
-            static_cast<std::uint8_t>(std::clamp(luma + static_cast<int>(r % (2 * noise)) - noise, 0, 255));
+        pixels.data[p] = static_cast<std::uint8_t>(
+            std::clamp(luma + static_cast<int>(r % (2 * noise)) - noise, 0, 255));
       } else {
         for (int c = 0; c < 3; ++c) {
           const int n = static_cast<int>((r >> (c * 8)) % (2 * noise)) - noise;

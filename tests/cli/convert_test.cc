@@ -60,7 +60,7 @@ TEST_CASE("2,000-image synth tree: convert, verify deep, extract byte-identical"
   CHECK(original == restored);
 }
 
-TEST_CASE("convert output does not depend on the thread count; a seed shuffles reproducibly") {
+TEST_CASE("convert output does not depend on the thread count and a seed shuffles reproducibly") {
   test::TempDir dir;
   Synth(dir / "tree", 3, 30, 2, 96);
   auto one = Options(dir / "tree", dir / "one");
@@ -97,7 +97,7 @@ TEST_CASE("convert output does not depend on the thread count; a seed shuffles r
   CHECK((*sorted)->info().listing_hash == (*shuffled)->info().listing_hash);
 }
 
-TEST_CASE("bad inputs: fail names the file and leaves nothing; skip writes rejects.tsv") {
+TEST_CASE("bad inputs: fail names the file and leaves nothing while skip writes rejects.tsv") {
   test::TempDir dir;
   Synth(dir / "tree", 2, 5, 3, 64);
   test::WriteText(dir / "tree" / "n01440764" / "notes.jpg", "this is text, not a JPEG");
@@ -192,8 +192,8 @@ TEST_CASE("extract refuses keys that would escape the output directory") {
   for (const char* key : {"../escape.jpg", "/etc/evil.jpg", "a/../../b.jpg", "a//b.jpg"}) {
     CAPTURE(key);
     const fs::path ds = dir / ("ds" + std::to_string(std::hash<std::string>{}(key)));
-    test::WriteDataset(ds, {{"fine/ok.jpg", 0, test::MakeJpeg(8, 8, 1)},
-                            {key, 0, test::MakeJpeg(8, 8, 2)}});
+    test::WriteDataset(
+        ds, {{"fine/ok.jpg", 0, test::MakeJpeg(8, 8, 1)}, {key, 0, test::MakeJpeg(8, 8, 2)}});
     auto reader = OpenDataset(ds);
     REQUIRE(reader.ok());
     auto extracted = ExtractDataset(**reader, ds.string() + "-out");

@@ -63,8 +63,7 @@ TEST_CASE("probe rejects truncated JPEGs and PNGs, empty files and other encodin
   CHECK(png_truncated.status().message().find("truncated PNG") != std::string::npos);
 
   CHECK(ProbeImage({}).status().message().find("empty") != std::string::npos);
-  CHECK(ProbeImage(Text("BM\x10\x00\x00\x00")).status().message().find("BMP") !=
-        std::string::npos);
+  CHECK(ProbeImage(Text("BM\x10\x00\x00\x00")).status().message().find("BMP") != std::string::npos);
   CHECK(ProbeImage(Text("GIF89a......")).status().message().find("GIF") != std::string::npos);
   CHECK(ProbeImage(Text("hello world")).status().message().find("not a JPEG or PNG") !=
         std::string::npos);
@@ -108,8 +107,8 @@ TEST_CASE("transcode scales the shorter side down and re-encodes as JPEG") {
 TEST_CASE("baseline JPEGs made after a progressive one still decode") {
   // libjpeg-turbo 2.1 corrupts baseline output of a handle that made a progressive JPEG.
   for (int round = 0; round < 3; ++round) {
-    CHECK(CheckDecodes(test::MakeJpeg(120, 90, 10 + static_cast<std::uint64_t>(round), false,
-                                      round == 1))
+    CHECK(CheckDecodes(
+              test::MakeJpeg(120, 90, 10 + static_cast<std::uint64_t>(round), false, round == 1))
               .ok());
   }
 }

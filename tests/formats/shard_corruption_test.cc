@@ -23,10 +23,8 @@ void ResealShard(const fs::path& dataset, const std::string& file, std::vector<s
   Footer footer;
   auto tail = std::span<std::byte>(bytes).last<kFooterSize>();
   REQUIRE(DecodeFooter(tail, &footer) == DecodeError::kNone);
-  footer.metadata_xxh64 =
-      Xxh64(std::span<const std::byte>(bytes).subspan(footer.keys_offset,
-                                                      bytes.size() - kFooterSize -
-                                                          footer.keys_offset));
+  footer.metadata_xxh64 = Xxh64(std::span<const std::byte>(bytes).subspan(
+      footer.keys_offset, bytes.size() - kFooterSize - footer.keys_offset));
   EncodeFooter(footer, tail);
   test::WriteBytes(dataset / file, bytes);
   auto manifest = ParseManifest(ManifestText(dataset), "manifest.json");
@@ -63,7 +61,7 @@ struct Fixture {
   }
 };
 
-TEST_CASE("a flipped byte in a payload: verify names shard, record and key; only it fails") {
+TEST_CASE("a flipped byte in a payload: verify names shard, record and key and only it fails") {
   Fixture f;
   const auto reader_before = f.Open();
   ReadScratch scratch;
@@ -81,8 +79,8 @@ TEST_CASE("a flipped byte in a payload: verify names shard, record and key; only
   const auto shard_bytes = test::ReadBytes(f.ds / shard_file);
   const auto* base = shard_bytes.data();
   // The view points into the mapping of the same file: find its offset by content.
-  const auto it = std::search(shard_bytes.begin(), shard_bytes.end(), view->bytes.begin(),
-                              view->bytes.end());
+  const auto it =
+      std::search(shard_bytes.begin(), shard_bytes.end(), view->bytes.begin(), view->bytes.end());
   REQUIRE(it != shard_bytes.end());
   const auto offset = static_cast<std::uint64_t>(&*it - base);
   test::FlipByte(f.ds / shard_file, offset + view->bytes.size() / 2);
@@ -120,7 +118,8 @@ TEST_CASE("a shard truncated anywhere in its footer or last records is 'truncate
   const std::string file = f.Open()->info().files.back().file;
   const auto original = test::ReadBytes(f.ds / file);
   const std::uint64_t size = original.size();
-  for (std::uint64_t cut = size - 1; cut + 4096 > size && cut > 0; cut -= (cut + 80 > size ? 1 : 97)) {
+  for (std::uint64_t cut = size - 1; cut + 4096 > size && cut > 0;
+       cut -= (cut + 80 > size ? 1 : 97)) {
     test::WriteBytes(f.ds / file, original);
     test::TruncateFile(f.ds / file, cut);
     const Status status = f.OpenError();
@@ -148,10 +147,10 @@ TEST_CASE("header, footer and index damage are found at open, each with its own 
     std::uint64_t offset;
     const char* expected;
   };
-  for (const Case& c : {Case{0, "bad magic"}, Case{9, "header checksum mismatch"},
-                        Case{size - 64, "footer checksum mismatch"},
-                        Case{size - 3, "footer magic missing"},
-                        Case{size - 64 - 10, "index checksum mismatch"}}) {
+  for (const Case& c :
+       {Case{0, "bad magic"}, Case{9, "header checksum mismatch"},
+        Case{size - 64, "footer checksum mismatch"}, Case{size - 3, "footer magic missing"},
+        Case{size - 64 - 10, "index checksum mismatch"}}) {
     test::WriteBytes(f.ds / file, original);
     test::FlipByte(f.ds / file, c.offset);
     const Status status = f.OpenError();
@@ -251,10 +250,11 @@ TEST_CASE("impossible index entries are rejected at open, never read through") {
            Mutation{"overflowing", [](shard::IndexEntry& e) { e.stored_size = ~0ull - 8; }},
            Mutation{"into the index", [](shard::IndexEntry& e) { e.stored_size += 1 << 20; }},
            Mutation{"key outside", [](shard::IndexEntry& e) { e.key_offset = 1u << 30; }},
-           Mutation{"huge raw size", [](shard::IndexEntry& e) {
-             e.compression = 1;
-             e.raw_size = 1ull << 50;
-           }},
+           Mutation{"huge raw size",
+                    [](shard::IndexEntry& e) {
+                      e.compression = 1;
+                      e.raw_size = 1ull << 50;
+                    }},
        }) {
     CAPTURE(m.name);
     auto bytes = original;

@@ -17,8 +17,8 @@ std::vector<test::TestRecord> GoldenRecords() {
   for (std::uint32_t i = 0; i < 5; ++i) {
     std::vector<std::byte> bytes(700 + i * 300);
     for (std::size_t b = 0; b < bytes.size(); ++b) bytes[b] = static_cast<std::byte>(b * (i + 3));
-    records.push_back({"cls" + std::to_string(i % 2) + "/file-" + std::to_string(i) + ".jpg",
-                       i % 2, bytes});
+    records.push_back(
+        {"cls" + std::to_string(i % 2) + "/file-" + std::to_string(i) + ".jpg", i % 2, bytes});
   }
   return records;
 }

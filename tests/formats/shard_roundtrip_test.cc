@@ -81,10 +81,12 @@ TEST_CASE("random access equals sequential iteration") {
   // A sub-range visits exactly that range.
   std::vector<std::uint64_t> visited;
   REQUIRE((*reader)
-              ->ForEach([&](const RecordView& view) {
-                visited.push_back(view.index);
-                return Status::OK();
-              }, 17, 43)
+              ->ForEach(
+                  [&](const RecordView& view) {
+                    visited.push_back(view.index);
+                    return Status::OK();
+                  },
+                  17, 43)
               .ok());
   CHECK(visited.size() == 26);
   CHECK(visited.front() == 17);
@@ -101,7 +103,12 @@ TEST_CASE("empty dataset: no shards, size 0, verify passes, reads are out of ran
   ReadScratch scratch;
   CHECK((*reader)->Read(0, scratch).status().code() == StatusCode::kOutOfRange);
   int visits = 0;
-  CHECK((*reader)->ForEach([&](const RecordView&) { ++visits; return Status::OK(); }).ok());
+  CHECK((*reader)
+            ->ForEach([&](const RecordView&) {
+              ++visits;
+              return Status::OK();
+            })
+            .ok());
   CHECK(visits == 0);
   test::CollectingReporter reporter;
   CHECK((*reader)->Verify(reporter).problems == 0);

@@ -7,17 +7,25 @@ namespace packrec::cli {
 
 int ExitCodeFor(const Status& status) {
   switch (status.code()) {
-    case StatusCode::kOk: return kExitOk;
+    case StatusCode::kOk:
+      return kExitOk;
     case StatusCode::kInvalidArgument:
-    case StatusCode::kOutOfRange: return kExitUsage;
+    case StatusCode::kOutOfRange:
+      return kExitUsage;
     case StatusCode::kNotFound:
-    case StatusCode::kInvalidInput: return kExitInput;
-    case StatusCode::kAlreadyExists: return kExitOutputExists;
+    case StatusCode::kInvalidInput:
+      return kExitInput;
+    case StatusCode::kAlreadyExists:
+      return kExitOutputExists;
     case StatusCode::kCorruption:
-    case StatusCode::kTruncated: return kExitCorrupt;
-    case StatusCode::kIOError: return kExitIO;
-    case StatusCode::kNotSupported: return kExitNotSupported;
-    case StatusCode::kInternal: break;
+    case StatusCode::kTruncated:
+      return kExitCorrupt;
+    case StatusCode::kIOError:
+      return kExitIO;
+    case StatusCode::kNotSupported:
+      return kExitNotSupported;
+    case StatusCode::kInternal:
+      break;
   }
   return kExitInternal;
 }

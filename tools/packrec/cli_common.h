@@ -15,12 +15,12 @@ namespace packrec::cli {
 enum ExitCode : int {
   kExitOk = 0,
   kExitInternal = 1,
-  kExitUsage = 2,          // bad flag or flag value
-  kExitInput = 3,          // missing input, no images found, an input that is not an image
-  kExitOutputExists = 4,   // output exists (pass --overwrite) or is not ours to replace
-  kExitCorrupt = 5,        // dataset corrupt or truncated; verify found problems
-  kExitIO = 6,             // the system refused: permission, disk full, ...
-  kExitNotSupported = 7,   // written by a newer packrec
+  kExitUsage = 2,         // bad flag or flag value
+  kExitInput = 3,         // missing input, no images found, an input that is not an image
+  kExitOutputExists = 4,  // output exists (pass --overwrite) or is not ours to replace
+  kExitCorrupt = 5,       // dataset corrupt or truncated; verify found problems
+  kExitIO = 6,            // the system refused: permission, disk full, ...
+  kExitNotSupported = 7,  // written by a newer packrec
 };
 
 int ExitCodeFor(const Status& status);

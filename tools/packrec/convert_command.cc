@@ -18,15 +18,17 @@ std::string Duration(double seconds) {
 }
 
 void PrintProgress(const ConvertProgress& progress) {
-  const double rate =
-      progress.elapsed_seconds > 0 ? static_cast<double>(progress.records_done) / progress.elapsed_seconds : 0;
-  const double mb_per_s = progress.elapsed_seconds > 0
-                              ? static_cast<double>(progress.input_bytes) / 1e6 / progress.elapsed_seconds
-                              : 0;
+  const double rate = progress.elapsed_seconds > 0
+                          ? static_cast<double>(progress.records_done) / progress.elapsed_seconds
+                          : 0;
+  const double mb_per_s = progress.elapsed_seconds > 0 ? static_cast<double>(progress.input_bytes) /
+                                                             1e6 / progress.elapsed_seconds
+                                                       : 0;
   const double remaining =
       rate > 0 ? static_cast<double>(progress.records_total - progress.records_done) / rate : 0;
   std::fprintf(stderr, "\r[%3d%%] %llu/%llu records  %.0f rec/s  %.1f MB/s  ETA %s   ",
-               static_cast<int>(100 * progress.records_done / std::max<std::uint64_t>(1, progress.records_total)),
+               static_cast<int>(100 * progress.records_done /
+                                std::max<std::uint64_t>(1, progress.records_total)),
                static_cast<unsigned long long>(progress.records_done),
                static_cast<unsigned long long>(progress.records_total), rate, mb_per_s,
                Duration(remaining).c_str());
@@ -77,8 +79,9 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
           "POWER_OF_TWO"))
       ->capture_default_str();
   command
-      ->add_option("--compress", args->compress,
-                   "Per-record compression: none, zstd or zstd:LEVEL (1-22); JPEGs stay as they are")
+      ->add_option(
+          "--compress", args->compress,
+          "Per-record compression: none, zstd or zstd:LEVEL (1-22); JPEGs stay as they are")
       ->check(CLI::Validator(
           [](std::string& value) -> std::string {
             if (value == "none" || value == "zstd") return "";
@@ -99,9 +102,10 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   command->add_flag("--shuffle", args->shuffle, "Shuffle the records at convert time");
   command->add_option("--seed", args->seed, "Shuffle seed (implies --shuffle)");
-  command->add_option("--on-error", args->on_error,
-                      "What to do with an input that is not a usable image: fail, or skip it "
-                      "and list it in OUT/rejects.tsv")
+  command
+      ->add_option("--on-error", args->on_error,
+                   "What to do with an input that is not a usable image: fail, or skip it "
+                   "and list it in OUT/rejects.tsv")
       ->check(CLI::IsMember({"fail", "skip"}))
       ->capture_default_str();
   command->add_option("--list-format", args->list_format, "List file format")
@@ -134,7 +138,8 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
     options.on_error = args->on_error == "skip" ? OnError::kSkip : OnError::kFail;
     if (args->compress != "none") {
       options.writer.compression = Compression::kZstd;
-      if (args->compress.size() > 5) options.writer.compression_level = std::stoi(args->compress.substr(5));
+      if (args->compress.size() > 5)
+        options.writer.compression_level = std::stoi(args->compress.substr(5));
     }
     if (args->shuffle || command->count("--seed") > 0) options.shuffle_seed = args->seed;
     ProgressCallback progress;
@@ -168,8 +173,8 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
     }
     if (!stats->rejects.empty()) {
       std::printf("rejected %zu inputs (listed in %s/rejects.tsv); the first: %s: %s\n",
-                  stats->rejects.size(), args->output.c_str(),
-                  stats->rejects.front().path.c_str(), stats->rejects.front().reason.c_str());
+                  stats->rejects.size(), args->output.c_str(), stats->rejects.front().path.c_str(),
+                  stats->rejects.front().reason.c_str());
     }
   });
 }

@@ -66,8 +66,7 @@ void AddInfoCommand(CLI::App& app, int& exit_code) {
     std::cout << "\n"
               << "size      " << HumanBytes(info.payload_bytes) << " of records in "
               << info.files.size() << " file(s), " << HumanBytes(file_bytes) << " on disk\n"
-              << "source    " << info.source_kind << ", listing xxh64 " << info.listing_hash
-              << "\n"
+              << "source    " << info.source_kind << ", listing xxh64 " << info.listing_hash << "\n"
               << "options   " << info.options_json << "\n";
   });
 }

@@ -66,10 +66,9 @@ void AddVerifyCommand(CLI::App& app, int& exit_code) {
       std::cout << out.dump(2) << "\n";
       return;
     }
-    std::cout << (stats.problems == 0 ? "OK" : "FAILED") << ": checked "
-              << stats.records_checked << " of " << (*reader)->size() << " records ("
-              << HumanBytes(stats.bytes_checked) << (args->deep ? ", decoded" : "") << "), "
-              << stats.problems << " problem(s)\n";
+    std::cout << (stats.problems == 0 ? "OK" : "FAILED") << ": checked " << stats.records_checked
+              << " of " << (*reader)->size() << " records (" << HumanBytes(stats.bytes_checked)
+              << (args->deep ? ", decoded" : "") << "), " << stats.problems << " problem(s)\n";
   });
 }
 

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Foundation benchmarks, side by side in one run on the same files:
+#   1. pass-through conversion (packrec convert, which fsyncs) vs `tar cf` + sync of the same tree
+#   2. warm sequential read of every record (packrec_read_bench, checksums on) vs `cat` of the shards
+# Prints a markdown table of medians and ratios (> 1.0 means packrec is faster).
+# Usage: benchmarks/foundation_bench.sh [BUILD_DIR] [IMAGES] [RUNS]
+set -euo pipefail
+build=${1:-build-release}
+images=${2:-4000}
+runs=${3:-5}
+packrec="$build/tools/packrec"
+read_bench="$build/benchmarks/packrec_read_bench"
+[[ -x $packrec && -x $read_bench ]] || { echo "build first: $packrec or $read_bench missing" >&2; exit 2; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/packrec-bench.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+now() { date +%s.%N; }
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+classes=20
+"$packrec" synth "$work/tree" --classes $classes --per-class $((images / classes)) --seed 1 >/dev/null
+tree_bytes=$(du -sb "$work/tree" | cut -f1)
+find "$work/tree" -type f -exec cat {} + >/dev/null  # warm the page cache for both contenders
+
+tar_times=() convert_times=()
+for ((r = 0; r < runs; r++)); do
+  rm -f "$work/tree.tar"; sync
+  t0=$(now); tar cf "$work/tree.tar" -C "$work" tree; sync; t1=$(now)
+  tar_times+=("$(echo "$t1 - $t0" | bc -l)")
+  rm -rf "$work/ds"; sync
+  t0=$(now); "$packrec" convert "$work/tree" "$work/ds" --quiet --threads 2 >/dev/null; sync; t1=$(now)
+  convert_times+=("$(echo "$t1 - $t0" | bc -l)")
+done
+tar_s=$(printf '%s\n' "${tar_times[@]}" | median)
+convert_s=$(printf '%s\n' "${convert_times[@]}" | median)
+
+shard_bytes=$(cat "$work"/ds/shard-*.pkr | wc -c)
+cat "$work"/ds/shard-*.pkr >/dev/null
+cat_times=() read_times=()
+for ((r = 0; r < runs; r++)); do
+  t0=$(now); cat "$work"/ds/shard-*.pkr >/dev/null; t1=$(now)
+  cat_times+=("$(echo "$t1 - $t0" | bc -l)")
+  t0=$(now); "$read_bench" "$work/ds" >/dev/null; t1=$(now)
+  read_times+=("$(echo "$t1 - $t0" | bc -l)")
+done
+cat_s=$(printf '%s\n' "${cat_times[@]}" | median)
+read_s=$(printf '%s\n' "${read_times[@]}" | median)
+
+mb() { echo "scale=1; $1 / 1000000 / $2" | bc -l; }
+ratio() { echo "scale=2; $1 / $2" | bc -l; }
+echo "images: $images ($(echo "scale=1; $tree_bytes / 1048576" | bc) MiB), runs: $runs (median), $(nproc) cores, $(uname -r)"
+echo
+echo "| workload | baseline | baseline s | packrec s | packrec / baseline throughput |"
+echo "|---|---|---|---|---|"
+echo "| pass-through convert (fsync) | tar cf + sync | $tar_s | $convert_s | $(ratio "$tar_s" "$convert_s")x ($(mb "$tree_bytes" "$convert_s") MB/s vs $(mb "$tree_bytes" "$tar_s") MB/s) |"
+echo "| warm sequential read, checksums on | cat shards | $cat_s | $read_s | $(ratio "$cat_s" "$read_s")x ($(mb "$shard_bytes" "$read_s") MB/s vs $(mb "$shard_bytes" "$cat_s") MB/s) |"

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs packrec's build and test dependencies from Debian 12 by package name, only when one is
+# missing (so repeated runs cost nothing). Needs root or sudo for apt-get.
+set -euo pipefail
+packages=(
+  g++ cmake make pkg-config git bc clang-format
+  libturbojpeg0-dev libpng-dev libstb-dev libzstd-dev libxxhash-dev
+  libcli11-dev nlohmann-json3-dev doctest-dev
+  liblmdb-dev libhdf5-dev
+)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$package")
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+echo "installing: ${missing[*]}" >&2
+sudo=()
+if ((EUID != 0)); then sudo=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

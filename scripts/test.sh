@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds packrec with warnings as errors and runs the whole test suite.
+#   scripts/test.sh              # build/ , RelWithDebInfo
+#   scripts/test.sh --sanitize   # build-asan/ , AddressSanitizer + UndefinedBehaviorSanitizer
+# Extra arguments after `--` go to ctest (e.g. -- -L format).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+build=build
+cmake_args=(-DPACKREC_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+if [[ ${1:-} == --sanitize ]]; then
+  build=build-asan
+  cmake_args+=(-DPACKREC_SANITIZE=ON -DPACKREC_BUILD_BENCHMARKS=OFF)
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  shift
+fi
+[[ ${1:-} == -- ]] && shift
+cmake -S . -B "$build" "${cmake_args[@]}" >/dev/null
+cmake --build "$build" -j "$(nproc)"
+ctest --test-dir "$build" -j "$(nproc)" --output-on-failure "$@"
