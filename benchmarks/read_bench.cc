@@ -19,7 +19,10 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--no-verify") == 0) options.verify_checksums = false;
     if (std::strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) repeat = std::stoi(argv[++i]);
   }
+  const auto open_start = std::chrono::steady_clock::now();
   auto reader = packrec::OpenDataset(argv[1], options);
+  const double open_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - open_start).count();
   if (!reader.ok()) {
     std::fprintf(stderr, "%s\n", reader.status().ToString().c_str());
     return 1;
@@ -47,11 +50,12 @@ int main(int argc, char** argv) {
     }
     best_seconds = std::min(best_seconds, seconds);
   }
-  std::printf("records=%llu bytes=%llu seconds=%.4f MBps=%.1f records_per_s=%.0f sink=%llu\n",
-              static_cast<unsigned long long>((*reader)->size()),
-              static_cast<unsigned long long>(bytes), best_seconds,
-              static_cast<double>(bytes) / 1e6 / best_seconds,
-              static_cast<double>((*reader)->size()) / best_seconds,
-              static_cast<unsigned long long>(sink % 2));
+  std::printf(
+      "records=%llu bytes=%llu seconds=%.4f MBps=%.1f records_per_s=%.0f open_seconds=%.4f "
+      "sink=%llu\n",
+      static_cast<unsigned long long>((*reader)->size()), static_cast<unsigned long long>(bytes),
+      best_seconds, static_cast<double>(bytes) / 1e6 / best_seconds,
+      static_cast<double>((*reader)->size()) / best_seconds, open_seconds,
+      static_cast<unsigned long long>(sink % 2));
   return 0;
 }

@@ -11,6 +11,12 @@
 //
 // fork(): the shard reader holds only read-only mappings and no locks, so a child process may keep
 // using a Reader opened by its parent. Other formats document their own rule in their headers.
+//
+// Files changing under an open reader: datasets are immutable once written. The shard reader
+// copies each shard's index into memory at open and streams ForEach with pread, so a shard
+// truncated while open makes those calls return errors; but Read's zero-copy views point into
+// the mapping, and touching a page past the new end of the file raises SIGBUS, as with any mmap
+// (LMDB has the same rule). Do not truncate or rewrite a dataset that a reader has open.
 #ifndef PACKREC_READER_H_
 #define PACKREC_READER_H_
 
@@ -101,8 +107,10 @@ class Reader {
   // record index, key and byte offset in the message); the shard's own error if it is damaged.
   virtual Result<RecordView> Read(std::uint64_t index, ReadScratch& scratch) const = 0;
 
-  // Sequential iteration over [begin, min(end, size())), in index order, with read-ahead hints
-  // where the format has them. Stops at and returns the first error of Read or of `visit`.
+  // Sequential iteration over [begin, min(end, size())), in index order, streaming where the
+  // format can (the shard format reads windows of records with pread instead of faulting in the
+  // mapping). The view passed to `visit` is valid only during that call. Stops at and returns
+  // the first error of a read or of `visit`.
   using Visitor = std::function<Status(const RecordView&)>;
   virtual Status ForEach(const Visitor& visit, std::uint64_t begin = 0,
                          std::uint64_t end = UINT64_MAX) const;

@@ -133,6 +133,40 @@ Status WritableFile::Close() {
   return status;
 }
 
+Result<std::unique_ptr<RandomAccessFile>> RandomAccessFile::Open(
+    const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("open", path, errno);
+  return std::unique_ptr<RandomAccessFile>(new RandomAccessFile(path, fd));
+}
+
+RandomAccessFile::~RandomAccessFile() { ::close(fd_); }
+
+Status RandomAccessFile::ReadExact(std::uint64_t offset, std::span<std::byte> out) const {
+  std::size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n =
+        ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("read", path_, errno);
+    }
+    if (n == 0) {
+      return Status::Truncated(path_.string() + ": truncated (wanted bytes up to " +
+                               std::to_string(offset + out.size()) + ", file ends at " +
+                               std::to_string(offset + done) + ")");
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return Status::OK();
+}
+
+void RandomAccessFile::AdviseSequential(std::uint64_t offset, std::uint64_t length) const {
+  // A hint only: a failure changes speed, never results.
+  ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(length),
+                  POSIX_FADV_SEQUENTIAL);
+}
+
 Result<MappedFile> MappedFile::Open(const std::filesystem::path& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus("open", path, errno);

@@ -46,6 +46,24 @@ class WritableFile {
   std::uint64_t size_ = 0;
 };
 
+// A file read with pread: positioned reads from any thread, no mapping to fault in.
+class RandomAccessFile {
+ public:
+  static Result<std::unique_ptr<RandomAccessFile>> Open(const std::filesystem::path& path);
+  ~RandomAccessFile();
+  RandomAccessFile(const RandomAccessFile&) = delete;
+  RandomAccessFile& operator=(const RandomAccessFile&) = delete;
+  // Fills `out` from `offset`. Truncated when the file ends first.
+  Status ReadExact(std::uint64_t offset, std::span<std::byte> out) const;
+  // Hint that [offset, offset + length) will be read soon and in order.
+  void AdviseSequential(std::uint64_t offset, std::uint64_t length) const;
+
+ private:
+  RandomAccessFile(std::filesystem::path path, int fd) : path_(std::move(path)), fd_(fd) {}
+  std::filesystem::path path_;
+  int fd_;
+};
+
 // A whole file mapped read-only. Move-only.
 class MappedFile {
  public:

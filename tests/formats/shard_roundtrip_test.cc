@@ -133,7 +133,8 @@ TEST_CASE("shards split at the size target, and a record larger than a shard get
   auto records = test::MakeRecords(30);
   // One record far larger than the target.
   records.insert(records.begin() + 10,
-                 test::TestRecord{"big/huge.jpg", 1, test::MakeJpeg(900, 700, 99)});
+                 test::TestRecord{"big/huge.jpg", 1, test::MakeJpeg(1600, 1200, 99)});
+  REQUIRE(records[10].bytes.size() > (128 << 10));  // larger than a streaming window
   WriterOptions options;
   options.shard_size_bytes = 16 << 10;
   options.align_bytes = 4096;
@@ -161,6 +162,33 @@ TEST_CASE("shards split at the size target, and a record larger than a shard get
     CHECK(Copy(view->bytes) == records[i].bytes);
     CHECK(reinterpret_cast<std::uintptr_t>(view->bytes.data()) % 4096 == 0);
   }
+  // The streaming scan crosses shards and windows and delivers the same bytes.
+  std::size_t visited = 0;
+  REQUIRE((*reader)
+              ->ForEach([&](const RecordView& view) {
+                CHECK(Copy(view.bytes) == records[view.index].bytes);
+                CHECK(view.key == records[view.index].key);
+                ++visited;
+                return Status::OK();
+              })
+              .ok());
+  CHECK(visited == records.size());
+}
+
+TEST_CASE("a shard that shrinks under an open reader gives an error in a scan, not a crash") {
+  test::TempDir dir;
+  test::WriteDataset(dir / "ds", test::MakeRecords(20));
+  auto reader = OpenDataset(dir / "ds");
+  REQUIRE(reader.ok());
+  test::TruncateFile(dir / "ds" / "shard-000000.pkr", 5000);
+  std::size_t visited = 0;
+  const Status status = (*reader)->ForEach([&](const RecordView&) {
+    ++visited;
+    return Status::OK();
+  });
+  CHECK(status.code() == StatusCode::kTruncated);
+  CHECK(status.message().find("shard-000000.pkr") != std::string::npos);
+  CHECK(visited < 20);
 }
 
 TEST_CASE("zstd compresses PNG payloads, leaves JPEGs alone, and reads back byte-identical") {
