@@ -43,12 +43,13 @@ class ShardWriter final : public DatasetWriter {
   Status Finish(const DatasetMetadata& metadata) override;
   void Abort() override;
   std::uint64_t records_written() const override { return records_; }
-  std::uint64_t bytes_written() const override { return bytes_written_; }
+  std::uint64_t bytes_written() const override {
+    return bytes_written_ + (current_ ? current_->file->size() : 0);
+  }
 
  private:
   struct OpenShard {
-    std::unique_ptr<WritableFile> file;
-    Xxh64Stream hash;
+    std::unique_ptr<WritableFile> file;  // keeps the whole-file checksum for the manifest
     std::string name;
     fs::path tmp_path;
     std::uint64_t first_record = 0;
@@ -58,8 +59,6 @@ class ShardWriter final : public DatasetWriter {
 
   Status StartShard();
   Status SealShard();
-  Status Write(std::span<const std::byte> bytes);
-  Status WriteZeros(std::size_t count);
 
   fs::path dir_;
   WriterOptions options_;
@@ -74,22 +73,6 @@ class ShardWriter final : public DatasetWriter {
   std::vector<std::byte> compressed_;
 };
 
-Status ShardWriter::Write(std::span<const std::byte> bytes) {
-  current_->hash.Update(bytes);
-  bytes_written_ += bytes.size();
-  return current_->file->Append(bytes);
-}
-
-Status ShardWriter::WriteZeros(std::size_t count) {
-  static constexpr std::byte kZeros[4096] = {};
-  while (count > 0) {
-    const std::size_t chunk = std::min(count, sizeof kZeros);
-    PACKREC_RETURN_IF_ERROR(Write({kZeros, chunk}));
-    count -= chunk;
-  }
-  return Status::OK();
-}
-
 Status ShardWriter::StartShard() {
   auto shard = std::make_unique<OpenShard>();
   shard->name = ShardFileName(static_cast<std::uint32_t>(sealed_.size()));
@@ -98,6 +81,7 @@ Status ShardWriter::StartShard() {
   std::error_code ignored;
   fs::remove(shard->tmp_path, ignored);
   PACKREC_ASSIGN_OR_RETURN(shard->file, WritableFile::Create(shard->tmp_path));
+  shard->file->EnableChecksum();
   current_ = std::move(shard);
   Header header;
   header.shard_index = static_cast<std::uint32_t>(sealed_.size());
@@ -105,7 +89,7 @@ Status ShardWriter::StartShard() {
   header.first_record = records_;
   std::array<std::byte, kHeaderSize> bytes{};
   EncodeHeader(header, bytes);
-  return Write(bytes);
+  return current_->file->Append(bytes);
 }
 
 Status ShardWriter::SealShard() {
@@ -127,15 +111,16 @@ Status ShardWriter::SealShard() {
                                            index + i * kIndexEntrySize, kIndexEntrySize));
   }
   footer.metadata_xxh64 = Xxh64(metadata);
-  PACKREC_RETURN_IF_ERROR(Write(metadata));
+  PACKREC_RETURN_IF_ERROR(shard.file->Append(metadata));
   std::array<std::byte, kFooterSize> footer_bytes{};
   EncodeFooter(footer, footer_bytes);
-  PACKREC_RETURN_IF_ERROR(Write(footer_bytes));
+  PACKREC_RETURN_IF_ERROR(shard.file->Append(footer_bytes));
   PACKREC_RETURN_IF_ERROR(shard.file->Sync());
   PACKREC_RETURN_IF_ERROR(shard.file->Close());
   PACKREC_RETURN_IF_ERROR(RenamePath(shard.tmp_path, dir_ / shard.name));
   sealed_.push_back({shard.name, shard.first_record, shard.entries.size(), shard.file->size(),
-                     shard.hash.Digest()});
+                     shard.file->checksum()});
+  bytes_written_ += shard.file->size();
   current_.reset();
   return Status::OK();
 }
@@ -176,8 +161,8 @@ Status ShardWriter::Add(const RecordInput& record) {
   }
   if (!current_) PACKREC_RETURN_IF_ERROR(StartShard());
   OpenShard& shard = *current_;
-  PACKREC_RETURN_IF_ERROR(
-      WriteZeros(AlignUp(shard.file->size(), options_.align_bytes) - shard.file->size()));
+  PACKREC_RETURN_IF_ERROR(shard.file->AppendZeros(
+      AlignUp(shard.file->size(), options_.align_bytes) - shard.file->size()));
 
   IndexEntry entry;
   entry.offset = shard.file->size();
@@ -194,7 +179,7 @@ Status ShardWriter::Add(const RecordInput& record) {
   entry.compression = compression;
   entry.flags = record.image.progressive ? kFlagProgressive : 0;
   entry.subsampling = static_cast<std::uint8_t>(record.image.subsampling);
-  PACKREC_RETURN_IF_ERROR(Write(stored));
+  PACKREC_RETURN_IF_ERROR(shard.file->Append(stored));
   shard.keys.append(record.key);
   shard.entries.push_back(entry);
   ++records_;

@@ -1,11 +1,14 @@
 #include "core/file_io.h"
 
+#include "core/checksum.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -42,33 +45,10 @@ Status ErrnoStatus(std::string_view operation, const std::filesystem::path& path
 }
 
 Result<std::vector<std::byte>> ReadWholeFile(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("open", path, errno);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int error = errno;
-    ::close(fd);
-    return ErrnoStatus("stat", path, error);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status::InvalidInput("read " + path.string() + ": not a regular file");
-  }
-  std::vector<std::byte> bytes(static_cast<std::size_t>(st.st_size));
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int error = errno;
-      ::close(fd);
-      return ErrnoStatus("read", path, error);
-    }
-    if (n == 0) break;  // the file shrank while we read it
-    done += static_cast<std::size_t>(n);
-  }
-  ::close(fd);
-  bytes.resize(done);
+  PACKREC_ASSIGN_OR_RETURN(const auto file, RandomAccessFile::Open(path));
+  PACKREC_ASSIGN_OR_RETURN(const std::uint64_t size, file->RegularFileSize());
+  std::vector<std::byte> bytes(size);
+  PACKREC_RETURN_IF_ERROR(file->ReadExact(0, bytes));
   return bytes;
 }
 
@@ -93,8 +73,16 @@ Status WritableFile::FlushBuffer() {
   return Status::OK();
 }
 
+void WritableFile::EnableChecksum() { checksum_ = std::make_unique<Xxh64Stream>(); }
+
+std::uint64_t WritableFile::checksum() const {
+  assert(checksum_ != nullptr);
+  return checksum_->Digest();
+}
+
 Status WritableFile::Append(std::span<const std::byte> bytes) {
   if (fd_ < 0) return Status::Internal("append to closed file " + path_.string());
+  if (checksum_ != nullptr) checksum_->Update(bytes);
   size_ += bytes.size();
   if (buffered_ + bytes.size() > buffer_.size()) {
     PACKREC_RETURN_IF_ERROR(FlushBuffer());
@@ -141,6 +129,15 @@ Result<std::unique_ptr<RandomAccessFile>> RandomAccessFile::Open(
 }
 
 RandomAccessFile::~RandomAccessFile() { ::close(fd_); }
+
+Result<std::uint64_t> RandomAccessFile::RegularFileSize() const {
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) return ErrnoStatus("stat", path_, errno);
+  if (!S_ISREG(st.st_mode)) {
+    return Status::InvalidInput("read " + path_.string() + ": not a regular file");
+  }
+  return static_cast<std::uint64_t>(st.st_size);
+}
 
 Status RandomAccessFile::ReadExact(std::uint64_t offset, std::span<std::byte> out) const {
   std::size_t done = 0;

@@ -14,6 +14,8 @@
 
 namespace packrec {
 
+class Xxh64Stream;
+
 // "open /a/b: No such file or directory" as an IOError (NotFound for ENOENT).
 Status ErrnoStatus(std::string_view operation, const std::filesystem::path& path, int error);
 
@@ -29,6 +31,10 @@ class WritableFile {
 
   Status Append(std::span<const std::byte> bytes);
   Status AppendZeros(std::size_t count);
+  // Keeps an xxHash64 of everything appended from now on.
+  void EnableChecksum();
+  // REQUIRES: EnableChecksum() was called before the first Append.
+  std::uint64_t checksum() const;
   // Flushes the buffer and fsyncs.
   Status Sync();
   Status Close();
@@ -44,6 +50,7 @@ class WritableFile {
   std::vector<std::byte> buffer_;
   std::size_t buffered_ = 0;
   std::uint64_t size_ = 0;
+  std::unique_ptr<Xxh64Stream> checksum_;
 };
 
 // A file read with pread: positioned reads from any thread, no mapping to fault in.
@@ -53,6 +60,8 @@ class RandomAccessFile {
   ~RandomAccessFile();
   RandomAccessFile(const RandomAccessFile&) = delete;
   RandomAccessFile& operator=(const RandomAccessFile&) = delete;
+  // The file's size; InvalidInput when it is not a regular file.
+  Result<std::uint64_t> RegularFileSize() const;
   // Fills `out` from `offset`. Truncated when the file ends first.
   Status ReadExact(std::uint64_t offset, std::span<std::byte> out) const;
   // Hint that [offset, offset + length) will be read soon and in order.
