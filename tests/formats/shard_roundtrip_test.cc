@@ -1,7 +1,11 @@
 #include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <numeric>
+#include <thread>
 
 #include "core/random.h"
 #include "shard_test_util.h"
@@ -246,6 +250,57 @@ TEST_CASE("an aborted writer leaves nothing behind") {
   }
   (*writer)->Abort();
   CHECK_FALSE(fs::exists(dir / "ds"));
+}
+
+}  // namespace
+}  // namespace packrec
+
+namespace packrec {
+namespace {
+
+using test::Copy;
+
+TEST_CASE("concurrent reads from many threads and reads in a forked child see the same records") {
+  test::TempDir dir;
+  const auto records = test::MakeRecords(50);
+  WriterOptions options;
+  options.shard_size_bytes = 32 << 10;
+  test::WriteDataset(dir / "ds", records, options);
+  auto reader = OpenDataset(dir / "ds");
+  REQUIRE(reader.ok());
+  const Reader& shared = **reader;
+
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      ReadScratch scratch;  // one per thread, as the contract asks
+      SplitMix64 random(static_cast<std::uint64_t>(t));
+      for (int n = 0; n < 500; ++n) {
+        const std::uint64_t i = random.Below(records.size());
+        auto view = shared.Read(i, scratch);
+        if (!view.ok() || Copy(view->bytes) != records[i].bytes) ++mismatches;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  CHECK(mismatches == 0);
+
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // The child keeps using the parent's reader (no doctest macros here: only the exit code).
+    ReadScratch scratch;
+    for (std::uint64_t i = 0; i < records.size(); ++i) {
+      auto view = shared.Read(i, scratch);
+      if (!view.ok() || Copy(view->bytes) != records[i].bytes) ::_exit(1);
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 }  // namespace
