@@ -18,7 +18,12 @@ std::uint64_t BodyChecksum(const json& body) { return Xxh64(body.dump(2)); }
 
 }  // namespace
 
-std::string SerializeManifest(const Manifest& manifest) {
+Result<std::string> SerializeManifest(const Manifest& manifest) {
+  json options = json::parse(manifest.options_json, nullptr, /*allow_exceptions=*/false);
+  if (options.is_discarded() || !options.is_object()) {
+    return Status::InvalidArgument("dataset options are not a JSON object: " +
+                                   manifest.options_json);
+  }
   json body;
   body["format"] = kManifestFormatName;
   body["format_version"] = manifest.format_version;
@@ -29,7 +34,7 @@ std::string SerializeManifest(const Manifest& manifest) {
   body["label_count"] = manifest.label_count;
   body["listing_hash"] = manifest.listing_hash;
   body["source_kind"] = manifest.source_kind;
-  body["options"] = json::parse(manifest.options_json);
+  body["options"] = std::move(options);
   body["created_by"] = manifest.created_by;
   json shards = json::array();
   for (const ManifestShard& shard : manifest.shards) {
@@ -40,8 +45,12 @@ std::string SerializeManifest(const Manifest& manifest) {
                       {"xxh64", Hex64(shard.xxh64)}});
   }
   body["shards"] = std::move(shards);
-  body[kChecksumField] = Hex64(BodyChecksum(body));
-  return body.dump(2) + "\n";
+  try {
+    body[kChecksumField] = Hex64(BodyChecksum(body));
+    return body.dump(2) + "\n";
+  } catch (const json::exception& error) {  // a class name or key that is not UTF-8
+    return Status::InvalidArgument(std::string("manifest cannot be written: ") + error.what());
+  }
 }
 
 Result<Manifest> ParseManifest(std::string_view text, std::string_view name) {

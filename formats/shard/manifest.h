@@ -34,8 +34,9 @@ struct Manifest {
   std::vector<ManifestShard> shards;
 };
 
-// Pretty-printed JSON with a "manifest_xxh64" field over the rest.
-std::string SerializeManifest(const Manifest& manifest);
+// Pretty-printed JSON with a "manifest_xxh64" field over the rest. InvalidArgument when
+// options_json is not a JSON object or a string is not valid UTF-8.
+Result<std::string> SerializeManifest(const Manifest& manifest);
 
 // Checks the checksum, the types and the consistency of every field (shards contiguous, counts
 // adding up, file names without '/'). `name` is used in error messages.

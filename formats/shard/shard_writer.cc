@@ -205,7 +205,7 @@ Status ShardWriter::Finish(const DatasetMetadata& metadata) {
   manifest.options_json = metadata.options_json;
   manifest.created_by = "packrec " PACKREC_VERSION_STRING;
   manifest.shards = sealed_;
-  const std::string text = SerializeManifest(manifest);
+  PACKREC_ASSIGN_OR_RETURN(const std::string text, SerializeManifest(manifest));
   PACKREC_RETURN_IF_ERROR(WriteFileAtomically(dir_ / kManifestName, AsBytes(text)));
   finished_ = true;
   return Status::OK();

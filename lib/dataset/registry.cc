@@ -1,5 +1,4 @@
 // The one place lib/ reaches the formats: each format's probe, opener and writer factory.
-#include <algorithm>
 #include <array>
 #include <string>
 #include <system_error>
@@ -25,16 +24,6 @@ constexpr std::array<FormatEntry, 1> kFormats = {{
 }};
 
 }  // namespace
-
-Status Reader::ForEach(const Visitor& visit, std::uint64_t begin, std::uint64_t end) const {
-  ReadScratch scratch;
-  end = std::min(end, size());
-  for (std::uint64_t i = begin; i < end; ++i) {
-    PACKREC_ASSIGN_OR_RETURN(const RecordView view, Read(i, scratch));
-    PACKREC_RETURN_IF_ERROR(visit(view));
-  }
-  return Status::OK();
-}
 
 Result<std::unique_ptr<Reader>> OpenDataset(const fs::path& path, const OpenOptions& options) {
   std::error_code error;

@@ -35,7 +35,7 @@ void ResealShard(const fs::path& dataset, const std::string& file, std::vector<s
       entry.xxh64 = Xxh64(bytes);
     }
   }
-  test::WriteText(dataset / "manifest.json", SerializeManifest(*manifest));
+  test::WriteText(dataset / "manifest.json", *SerializeManifest(*manifest));
 }
 
 struct Fixture {
@@ -209,7 +209,7 @@ TEST_CASE("manifest damage: flipped byte, missing file, newer version") {
 
   shard::Manifest future;
   future.format_version = shard::kShardFormatVersion + 1;
-  test::WriteText(f.ds / "manifest.json", shard::SerializeManifest(future));
+  test::WriteText(f.ds / "manifest.json", *shard::SerializeManifest(future));
   status = f.OpenError();
   CHECK(status.code() == StatusCode::kNotSupported);
   CHECK(status.message().find("newer") != std::string::npos);

@@ -237,6 +237,20 @@ TEST_CASE("writer options are validated with the flag named") {
   CHECK(CreateDatasetWriter(dir / "c", options).status().message().find("--format") !=
         std::string::npos);
   CHECK_FALSE(fs::exists(dir / "a"));
+
+  // Dataset metadata that cannot be stored is an error from Finish, not an exception.
+  for (const auto& [classes, options_json] :
+       std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"ok"}, "not json"}, {{"ok"}, "[1, 2]"}, {{"bad \xff utf-8"}, "{}"}}) {
+    auto writer = CreateDatasetWriter(dir / "meta", {});
+    REQUIRE(writer.ok());
+    DatasetMetadata metadata;
+    metadata.classes = classes;
+    metadata.options_json = options_json;
+    CHECK((*writer)->Finish(metadata).code() == StatusCode::kInvalidArgument);
+    (*writer)->Abort();
+    CHECK_FALSE(fs::exists(dir / "meta"));
+  }
 }
 
 TEST_CASE("an aborted writer leaves nothing behind") {
