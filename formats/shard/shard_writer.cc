@@ -32,8 +32,8 @@ std::string ShardFileName(std::uint32_t shard_index) {
 
 class ShardWriter final : public DatasetWriter {
  public:
-  ShardWriter(fs::path dir, WriterOptions options, bool created_dir)
-      : dir_(std::move(dir)), options_(std::move(options)), created_dir_(created_dir) {}
+  ShardWriter(OutputDirectory out, WriterOptions options)
+      : out_(std::move(out)), dir_(out_.write_dir()), options_(std::move(options)) {}
 
   ~ShardWriter() override {
     if (!finished_) Abort();
@@ -60,9 +60,9 @@ class ShardWriter final : public DatasetWriter {
   Status StartShard();
   Status SealShard();
 
-  fs::path dir_;
+  OutputDirectory out_;
+  fs::path dir_;  // where files are written until out_.Commit()
   WriterOptions options_;
-  bool created_dir_;
   bool finished_ = false;
   std::unique_ptr<OpenShard> current_;
   std::vector<ManifestShard> sealed_;
@@ -195,7 +195,6 @@ Status ShardWriter::Finish(const DatasetMetadata& metadata) {
   Manifest manifest;
   manifest.format_version = kShardFormatVersion;
   manifest.record_count = records_;
-  manifest.rejected_count = metadata.rejected_count;
   manifest.payload_bytes = payload_bytes_;
   manifest.classes = metadata.classes;
   manifest.label_count =
@@ -205,8 +204,17 @@ Status ShardWriter::Finish(const DatasetMetadata& metadata) {
   manifest.options_json = metadata.options_json;
   manifest.created_by = "packrec " PACKREC_VERSION_STRING;
   manifest.shards = sealed_;
+  manifest.rejected_count = metadata.rejects.size();
   PACKREC_ASSIGN_OR_RETURN(const std::string text, SerializeManifest(manifest));
+  if (!metadata.rejects.empty()) {
+    std::string rejects = "# path\treason\n";
+    for (const Reject& reject : metadata.rejects) {
+      rejects += reject.path + "\t" + reject.reason + "\n";
+    }
+    PACKREC_RETURN_IF_ERROR(WriteFileAtomically(dir_ / kRejectsName, AsBytes(rejects)));
+  }
   PACKREC_RETURN_IF_ERROR(WriteFileAtomically(dir_ / kManifestName, AsBytes(text)));
+  PACKREC_RETURN_IF_ERROR(out_.Commit());
   finished_ = true;
   return Status::OK();
 }
@@ -219,9 +227,8 @@ void ShardWriter::Abort() {
     fs::remove(current_->tmp_path, ignored);
     current_.reset();
   }
-  for (const ManifestShard& shard : sealed_) fs::remove(dir_ / shard.file, ignored);
   sealed_.clear();
-  if (created_dir_) fs::remove_all(dir_, ignored);
+  out_.Abort();
   finished_ = true;  // nothing left to abort
 }
 
@@ -249,9 +256,9 @@ Result<std::unique_ptr<DatasetWriter>> CreateShardWriter(const fs::path& dir,
                                    std::to_string(ZSTD_maxCLevel()) + ", got " +
                                    std::to_string(options.compression_level));
   }
-  bool created = false;
-  PACKREC_RETURN_IF_ERROR(PrepareOutputDirectory(dir, kManifestName, options.overwrite, &created));
-  return std::unique_ptr<DatasetWriter>(new ShardWriter(dir, options, created));
+  PACKREC_ASSIGN_OR_RETURN(OutputDirectory out,
+                           OutputDirectory::Prepare(dir, kManifestName, options.overwrite));
+  return std::unique_ptr<DatasetWriter>(new ShardWriter(std::move(out), options));
 }
 
 }  // namespace packrec::shard

@@ -37,11 +37,6 @@ struct ConvertProgress {
   double elapsed_seconds = 0;
 };
 
-struct Reject {
-  std::string path;
-  std::string reason;
-};
-
 struct ConvertStats {
   std::uint64_t records_written = 0;
   std::uint64_t input_bytes = 0;

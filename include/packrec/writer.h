@@ -3,7 +3,8 @@
 //
 // Threading: one thread per writer. Records are stored in the order Add is called.
 // Durability: nothing is visible as a dataset until Finish returns OK (the manifest is written
-// last, after every data file is fsynced and renamed into place).
+// last, after every data file is fsynced and renamed into place). Replacing an existing dataset
+// (overwrite) writes beside it and swaps at Finish: a failed run leaves the old one intact.
 #ifndef PACKREC_WRITER_H_
 #define PACKREC_WRITER_H_
 
@@ -44,12 +45,18 @@ struct RecordInput {
   ImageInfo image;
 };
 
+// An input left out of a dataset, and why.
+struct Reject {
+  std::string path;
+  std::string reason;
+};
+
 // Dataset-level facts stored with the records.
 struct DatasetMetadata {
   std::vector<std::string> classes;
   std::string listing_hash;  // hex; identifies the input listing
   std::string source_kind = "api";
-  std::uint64_t rejected_count = 0;
+  std::vector<Reject> rejects;      // written to rejects.tsv beside the manifest
   std::string options_json = "{}";  // convert options to record, a JSON object
 };
 

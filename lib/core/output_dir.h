@@ -1,4 +1,5 @@
-// Preparing a dataset output directory without ever deleting something that is not ours.
+// Where a dataset is written, and how it becomes visible, without ever deleting something that is
+// not ours and without losing an existing dataset to a failed replacement.
 #ifndef PACKREC_LIB_CORE_OUTPUT_DIR_H_
 #define PACKREC_LIB_CORE_OUTPUT_DIR_H_
 
@@ -8,15 +9,32 @@
 
 namespace packrec {
 
-// Makes `dir` an empty directory to write a dataset into.
-// - missing: created (with parents); *created = true.
-// - an empty directory: used.
-// - a directory holding a packrec dataset (`marker_file` present) and `overwrite`: the marker is
-//   removed first (so no reader sees a half-deleted dataset), then the rest.
-// - anything else: AlreadyExists ("pass --overwrite") or InvalidArgument (not a dataset, not a
-//   directory); nothing is touched.
-Status PrepareOutputDirectory(const std::filesystem::path& dir, const char* marker_file,
-                              bool overwrite, bool* created);
+class OutputDirectory {
+ public:
+  // For the dataset directory `dir`, whose presence is marked by `marker_file` (its manifest):
+  // - missing: created (with parents), written in place.
+  // - an empty directory: written in place.
+  // - a packrec dataset and `overwrite`: the new dataset is written to a sibling staging
+  //   directory and swapped in by Commit, so the old one survives a failed or interrupted run.
+  // - anything else: AlreadyExists ("pass --overwrite", or not a dataset); nothing is touched.
+  static Result<OutputDirectory> Prepare(const std::filesystem::path& dir, const char* marker_file,
+                                         bool overwrite);
+
+  // Where the files go until Commit.
+  const std::filesystem::path& write_dir() const { return write_dir_; }
+  // Makes what was written visible at the final path: nothing to do when written in place; an
+  // atomic exchange with the old dataset (which is then removed) when staged.
+  Status Commit();
+  // Removes everything written; the final path is left as it was before Prepare.
+  void Abort();
+
+ private:
+  std::filesystem::path final_dir_;
+  std::filesystem::path write_dir_;
+  bool created_ = false;  // final_dir_ did not exist
+  bool staged_ = false;   // replacing an existing dataset through write_dir_
+  bool settled_ = false;  // committed or aborted: nothing more to do
+};
 
 }  // namespace packrec
 

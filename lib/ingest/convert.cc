@@ -177,12 +177,6 @@ class OrderedPrefetch {
   std::vector<std::thread> workers_;
 };
 
-Status WriteRejects(const fs::path& path, const std::vector<Reject>& rejects) {
-  std::string text = "# path\treason\n";
-  for (const Reject& reject : rejects) text += reject.path + "\t" + reject.reason + "\n";
-  return WriteFileAtomically(path, AsBytes(text));
-}
-
 }  // namespace
 
 Result<ConvertStats> Convert(const ConvertOptions& options, const ProgressCallback& progress) {
@@ -244,15 +238,10 @@ Result<ConvertStats> Convert(const ConvertOptions& options, const ProgressCallba
                                    " were rejected; the first: " + stats.rejects.front().path +
                                    ": " + stats.rejects.front().reason);
   }
-  if (failure.ok() && !stats.rejects.empty()) {
-    failure = WriteRejects(options.output / "rejects.tsv", stats.rejects);
-  }
-  metadata.rejected_count = stats.rejects.size();
+  metadata.rejects = stats.rejects;
   if (failure.ok()) failure = writer->Finish(metadata);
   if (!failure.ok()) {
     writer->Abort();
-    std::error_code ignored;
-    fs::remove(options.output / "rejects.tsv", ignored);
     return failure;
   }
   stats.records_written = writer->records_written();

@@ -146,10 +146,18 @@ TEST_CASE("convert errors: missing input, no images, output exists, bad options"
   auto exists = Convert(Options(dir / "tree", dir / "out"));
   CHECK(exists.status().code() == StatusCode::kAlreadyExists);
   CHECK(exists.status().message().find("--overwrite") != std::string::npos);
+  const auto before = test::SnapshotTree(dir / "out");
+  // A replacement that fails leaves the old dataset as it was.
+  test::WriteText(dir / "tree" / "n01440764" / "zz-broken.jpg", "not an image");
   auto overwrite = Options(dir / "tree", dir / "out");
   overwrite.writer.overwrite = true;
   overwrite.shuffle_seed = 1;
+  CHECK(Convert(overwrite).status().code() == StatusCode::kInvalidInput);
+  CHECK(test::SnapshotTree(dir / "out") == before);
+  fs::remove(dir / "tree" / "n01440764" / "zz-broken.jpg");
   CHECK(Convert(overwrite).ok());
+  CHECK(test::SnapshotTree(dir / "out") != before);
+  CHECK(OpenDataset(dir / "out").ok());
 
   auto bad = Options(dir / "tree", dir / "bad");
   bad.quality = 101;

@@ -54,27 +54,55 @@ TEST_CASE("atomic write leaves no tmp file and replaces the target") {
 
 TEST_CASE("output directory: created, reused when empty, never deleted when not ours") {
   test::TempDir dir;
-  bool created = false;
-  REQUIRE(PrepareOutputDirectory(dir / "new", "manifest.json", false, &created).ok());
-  CHECK(created);
-  REQUIRE(PrepareOutputDirectory(dir / "new", "manifest.json", false, &created).ok());
-  CHECK_FALSE(created);
+  auto fresh = OutputDirectory::Prepare(dir / "new", "manifest.json", false);
+  REQUIRE(fresh.ok());
+  CHECK(fresh->write_dir() == dir / "new");
+  REQUIRE(fresh->Commit().ok());
+  auto empty = OutputDirectory::Prepare(dir / "new", "manifest.json", false);
+  REQUIRE(empty.ok());
+  test::WriteText(empty->write_dir() / "partial", "x");
+  empty->Abort();
+  CHECK(fs::is_empty(dir / "new"));
 
   test::WriteText(dir / "precious" / "thesis.tex", "years of work");
-  Status refused = PrepareOutputDirectory(dir / "precious", "manifest.json", true, &created);
-  CHECK(refused.code() == StatusCode::kAlreadyExists);
+  auto refused = OutputDirectory::Prepare(dir / "precious", "manifest.json", true);
+  CHECK(refused.status().code() == StatusCode::kAlreadyExists);
   CHECK(fs::exists(dir / "precious" / "thesis.tex"));
 
-  test::WriteText(dir / "old" / "manifest.json", "{}");
-  test::WriteText(dir / "old" / "shard-000000.pkr", "x");
-  CHECK(PrepareOutputDirectory(dir / "old", "manifest.json", false, &created).code() ==
-        StatusCode::kAlreadyExists);
-  REQUIRE(PrepareOutputDirectory(dir / "old", "manifest.json", true, &created).ok());
-  CHECK(fs::is_empty(dir / "old"));
-
   test::WriteText(dir / "file", "x");
-  CHECK(PrepareOutputDirectory(dir / "file", "manifest.json", true, &created).code() ==
+  CHECK(OutputDirectory::Prepare(dir / "file", "manifest.json", true).status().code() ==
         StatusCode::kAlreadyExists);
+}
+
+TEST_CASE("replacing a dataset is staged: a failed run keeps the old one, a commit swaps") {
+  test::TempDir dir;
+  const fs::path ds = dir / "ds";
+  test::WriteText(ds / "manifest.json", "old manifest");
+  test::WriteText(ds / "shard-000000.pkr", "old shard");
+  CHECK(OutputDirectory::Prepare(ds, "manifest.json", false).status().code() ==
+        StatusCode::kAlreadyExists);
+
+  auto failed = OutputDirectory::Prepare(ds, "manifest.json", true);
+  REQUIRE(failed.ok());
+  CHECK(failed->write_dir() != ds);
+  test::WriteText(failed->write_dir() / "shard-000000.pkr", "new shard");
+  failed->Abort();
+  CHECK_FALSE(fs::exists(failed->write_dir()));
+  CHECK(test::SnapshotTree(ds).size() == 2);
+  CHECK(test::ReadBytes(ds / "shard-000000.pkr").size() == 9);  // "old shard"
+
+  auto replaced = OutputDirectory::Prepare(ds, "manifest.json", true);
+  REQUIRE(replaced.ok());
+  test::WriteText(replaced->write_dir() / "manifest.json", "new manifest");
+  REQUIRE(replaced->Commit().ok());
+  const auto files = test::SnapshotTree(ds);
+  REQUIRE(files.size() == 1);
+  CHECK(files[0].first == "manifest.json");
+  CHECK(files[0].second.size() == 12);  // "new manifest"
+  CHECK_FALSE(fs::exists(replaced->write_dir()));
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    CHECK(entry.path().filename() == "ds");  // no staging or old directory left behind
+  }
 }
 
 }  // namespace
