@@ -4,6 +4,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -179,49 +180,23 @@ class ShardReader final : public Reader {
     return ReadFromShard(shard, index, scratch, options_.verify_checksums);
   }
 
-  // Streams with pread in windows of whole records instead of touching the mapping: on a warm
-  // cache a copy through read() is cheaper than faulting every page of the mapping in (measured
-  // in docs/benchmarks.md), and a file that shrinks under us gives an error, not SIGBUS.
-  // Single-threaded on purpose: a reader thread handing windows over cost more in wake-ups than
-  // it saved (measured); overlapping I/O with work is the loader's job.
   Status ForEach(const Visitor& visit, std::uint64_t begin, std::uint64_t end) const override {
     end = std::min(end, info_.record_count);
     ReadScratch scratch;
-    std::vector<std::byte> window;
     for (const Shard& shard : shards_) {
       const std::uint64_t first = shard.meta.first_record;
       const std::uint64_t shard_end = first + shard.meta.record_count;
       if (shard_end <= begin || first >= end) continue;
       if (!shard.damage.ok()) return shard.damage;
       PACKREC_ASSIGN_OR_RETURN(const auto file, RandomAccessFile::Open(shard.path));
-      std::uint64_t i = std::max(begin, first);
-      const std::uint64_t stop = std::min(end, shard_end);
-      file->AdviseSequential(shard.Entry(i - first).offset, shard.footer.keys_offset);
-      while (i < stop) {
-        // The window: record i and the records after it that follow it on disk and still fit.
-        const IndexEntry head = shard.Entry(i - first);
-        std::uint64_t window_end = head.offset + head.stored_size;
-        std::uint64_t last = i;
-        for (; last + 1 < stop; ++last) {
-          const IndexEntry next = shard.Entry(last + 1 - first);
-          if (next.offset < window_end ||
-              next.offset + next.stored_size - head.offset > kStreamWindowBytes) {
-            break;
-          }
-          window_end = next.offset + next.stored_size;
-        }
-        window.resize(window_end - head.offset);
-        PACKREC_RETURN_IF_ERROR(file->ReadExact(head.offset, window));
-        for (; i <= last; ++i) {
-          const IndexEntry entry = shard.Entry(i - first);
-          PACKREC_ASSIGN_OR_RETURN(const RecordView view,
-                                   MakeView(shard, entry, i,
-                                            std::span<const std::byte>(window).subspan(
-                                                entry.offset - head.offset, entry.stored_size),
-                                            scratch, options_.verify_checksums));
-          PACKREC_RETURN_IF_ERROR(visit(view));
-        }
-      }
+      PACKREC_RETURN_IF_ERROR(StreamShard(
+          shard, *file, std::max(begin, first), std::min(end, shard_end),
+          [&](std::uint64_t index, const IndexEntry& entry, std::span<const std::byte> stored) {
+            PACKREC_ASSIGN_OR_RETURN(
+                const RecordView view,
+                MakeView(shard, entry, index, stored, scratch, options_.verify_checksums));
+            return visit(view);
+          }));
     }
     return Status::OK();
   }
@@ -230,39 +205,104 @@ class ShardReader final : public Reader {
     VerifyStats stats;
     ReadScratch scratch;
     for (const Shard& shard : shards_) {
-      if (!shard.damage.ok()) {
-        reporter.Report({shard.meta.file, std::nullopt, "", std::nullopt, shard.damage});
+      auto report_shard = [&](const Status& status) {
+        reporter.Report({shard.meta.file, std::nullopt, "", std::nullopt, status});
         ++stats.problems;
+      };
+      if (!shard.damage.ok()) {
+        report_shard(shard.damage);
         continue;
       }
-      shard.map.AdviseSequential(0, shard.map.size());
+      Result<std::unique_ptr<RandomAccessFile>> file = RandomAccessFile::Open(shard.path);
+      if (!file.ok()) {
+        report_shard(file.status());
+        continue;
+      }
       const std::uint64_t problems_before = stats.problems;
-      for (std::uint64_t local = 0; local < shard.meta.record_count; ++local) {
-        const std::uint64_t index = shard.meta.first_record + local;
-        Result<RecordView> view = ReadFromShard(shard, index, scratch, /*verify=*/true);
-        ++stats.records_checked;
-        if (view.ok()) {
-          stats.bytes_checked += view->bytes.size();
-          continue;
-        }
-        const IndexEntry entry = shard.Entry(local);
-        reporter.Report(
-            {shard.meta.file, index, std::string(shard.Key(entry)), entry.offset, view.status()});
-        ++stats.problems;
+      const std::uint64_t first = shard.meta.first_record;
+      const Status scanned = StreamShard(
+          shard, **file, first, first + shard.meta.record_count,
+          [&](std::uint64_t index, const IndexEntry& entry, std::span<const std::byte> stored) {
+            ++stats.records_checked;
+            Result<RecordView> view = MakeView(shard, entry, index, stored, scratch, true);
+            if (view.ok()) {
+              stats.bytes_checked += stored.size();
+            } else {
+              reporter.Report({shard.meta.file, index, std::string(shard.Key(entry)), entry.offset,
+                               view.status()});
+              ++stats.problems;
+            }
+            return Status::OK();  // report and go on
+          });
+      if (!scanned.ok()) {
+        report_shard(scanned);
+        continue;
       }
       // Bytes outside records (padding) are covered only by the whole-file checksum.
-      if (stats.problems == problems_before) {
-        const std::uint64_t computed = Xxh64(shard.map.bytes());
-        if (computed != shard.meta.xxh64) {
-          reporter.Report({shard.meta.file, std::nullopt, "", std::nullopt,
-                           Status::Corruption(shard.meta.file + ": file checksum mismatch (" +
-                                              "manifest " + Hex64(shard.meta.xxh64) +
-                                              ", computed " + Hex64(computed) + ")")});
-          ++stats.problems;
-        }
+      if (stats.problems != problems_before) continue;
+      Result<std::uint64_t> computed = HashFile(**file, shard.meta.size_bytes);
+      if (!computed.ok()) {
+        report_shard(computed.status());
+      } else if (*computed != shard.meta.xxh64) {
+        report_shard(Status::Corruption(shard.meta.file + ": file checksum mismatch (manifest " +
+                                        Hex64(shard.meta.xxh64) + ", computed " + Hex64(*computed) +
+                                        ")"));
       }
     }
     return stats;
+  }
+
+ private:
+  using StoredVisitor =
+      std::function<Status(std::uint64_t, const IndexEntry&, std::span<const std::byte>)>;
+
+  // Calls `on_record` with the stored bytes of records [begin, end) of `shard`, in order. Reads
+  // with pread in windows of whole records instead of touching the mapping: on a warm cache a
+  // copy through read() is cheaper than faulting every page of the mapping in (measured in
+  // docs/benchmarks.md), and a file that shrinks under us gives an error, not SIGBUS.
+  // Single-threaded on purpose: a reader thread handing windows over cost more in wake-ups than
+  // it saved (measured); overlapping I/O with work is the loader's job.
+  static Status StreamShard(const Shard& shard, const RandomAccessFile& file, std::uint64_t begin,
+                            std::uint64_t end, const StoredVisitor& on_record) {
+    const std::uint64_t first = shard.meta.first_record;
+    if (begin >= end) return Status::OK();
+    file.AdviseSequential(shard.Entry(begin - first).offset, shard.footer.keys_offset);
+    std::vector<std::byte> window;
+    for (std::uint64_t i = begin; i < end;) {
+      // The window: record i and the records after it that follow it on disk and still fit.
+      const IndexEntry head = shard.Entry(i - first);
+      std::uint64_t window_end = head.offset + head.stored_size;
+      std::uint64_t last = i;
+      for (; last + 1 < end; ++last) {
+        const IndexEntry next = shard.Entry(last + 1 - first);
+        if (next.offset < window_end ||
+            next.offset + next.stored_size - head.offset > kStreamWindowBytes) {
+          break;
+        }
+        window_end = next.offset + next.stored_size;
+      }
+      window.resize(window_end - head.offset);
+      PACKREC_RETURN_IF_ERROR(file.ReadExact(head.offset, window));
+      for (; i <= last; ++i) {
+        const IndexEntry entry = shard.Entry(i - first);
+        PACKREC_RETURN_IF_ERROR(on_record(i, entry,
+                                          std::span<const std::byte>(window).subspan(
+                                              entry.offset - head.offset, entry.stored_size)));
+      }
+    }
+    return Status::OK();
+  }
+
+  static Result<std::uint64_t> HashFile(const RandomAccessFile& file, std::uint64_t size) {
+    Xxh64Stream hash;
+    std::vector<std::byte> chunk(kStreamWindowBytes);
+    for (std::uint64_t offset = 0; offset < size; offset += chunk.size()) {
+      const std::span<std::byte> part =
+          std::span<std::byte>(chunk).first(std::min<std::uint64_t>(chunk.size(), size - offset));
+      PACKREC_RETURN_IF_ERROR(file.ReadExact(offset, part));
+      hash.Update(part);
+    }
+    return hash.Digest();
   }
 
  private:

@@ -204,16 +204,6 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   return *this;
 }
 
-void MappedFile::AdviseSequential(std::size_t offset, std::size_t length) const {
-  if (data_ == nullptr || offset >= size_) return;
-  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-  const std::size_t start = offset / page * page;
-  const std::size_t end = std::min(size_, offset + length);
-  // Hints only: a failure changes speed, never results.
-  ::madvise(const_cast<std::byte*>(data_) + start, end - start, MADV_SEQUENTIAL);
-  ::madvise(const_cast<std::byte*>(data_) + start, end - start, MADV_WILLNEED);
-}
-
 Status RenamePath(const std::filesystem::path& from, const std::filesystem::path& to) {
   if (::rename(from.c_str(), to.c_str()) != 0) {
     return ErrnoStatus("rename to " + to.string() + " from", from, errno);

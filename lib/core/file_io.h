@@ -86,8 +86,6 @@ class MappedFile {
 
   std::span<const std::byte> bytes() const { return {data_, size_}; }
   std::size_t size() const { return size_; }
-  // madvise hints for a scan of [offset, offset + length).
-  void AdviseSequential(std::size_t offset, std::size_t length) const;
 
  private:
   const std::byte* data_ = nullptr;
