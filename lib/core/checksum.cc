@@ -48,8 +48,6 @@ bool ParseHex64(std::string_view text, std::uint64_t* value) {
       digit = c - '0';
     } else if (c >= 'a' && c <= 'f') {
       digit = c - 'a' + 10;
-    } else if (c >= 'A' && c <= 'F') {
-      digit = c - 'A' + 10;
     } else {
       return false;
     }

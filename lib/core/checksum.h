@@ -31,7 +31,8 @@ class Xxh64Stream {
 
 // 16 lowercase hex digits.
 std::string Hex64(std::uint64_t value);
-// Parses exactly 16 hex digits.
+// Parses exactly 16 lowercase hex digits, as Hex64 writes them (so a flipped case bit is an
+// error, not a silent alias).
 bool ParseHex64(std::string_view text, std::uint64_t* value);
 
 }  // namespace packrec

@@ -25,8 +25,9 @@ TEST_CASE("xxh64 matches the reference vectors and the streaming form") {
 TEST_CASE("hex64 round trips and rejects malformed text") {
   std::uint64_t value = 0;
   CHECK(Hex64(0x0123456789abcdefull) == "0123456789abcdef");
-  CHECK(ParseHex64("0123456789ABCDEF", &value));
+  CHECK(ParseHex64("0123456789abcdef", &value));
   CHECK(value == 0x0123456789abcdefull);
+  CHECK_FALSE(ParseHex64("0123456789ABCDEF", &value));
   CHECK_FALSE(ParseHex64("0123", &value));
   CHECK_FALSE(ParseHex64("0123456789abcdeg", &value));
 }
