@@ -373,18 +373,7 @@ Result<std::unique_ptr<Reader>> OpenShardDataset(const fs::path& dir, const Open
       ParseManifest(std::string_view(reinterpret_cast<const char*>(text->data()), text->size()),
                     manifest_path.string()));
 
-  DatasetInfo info;
-  info.format = "shard";
-  info.format_version = manifest.format_version;
-  info.record_count = manifest.record_count;
-  info.rejected_count = manifest.rejected_count;
-  info.classes = manifest.classes;
-  info.label_count = manifest.label_count;
-  info.listing_hash = manifest.listing_hash;
-  info.source_kind = manifest.source_kind;
-  info.payload_bytes = manifest.payload_bytes;
-  info.options_json = manifest.options_json;
-  info.created_by = manifest.created_by;
+  DatasetInfo info = InfoFromManifest(manifest.common, "shard");
 
   std::vector<Shard> shards;
   shards.reserve(manifest.shards.size());

@@ -193,18 +193,9 @@ Status ShardWriter::Finish(const DatasetMetadata& metadata) {
   if (current_) PACKREC_RETURN_IF_ERROR(SealShard());
   PACKREC_RETURN_IF_ERROR(SyncDirectory(dir_));
   Manifest manifest;
-  manifest.format_version = kShardFormatVersion;
-  manifest.record_count = records_;
-  manifest.payload_bytes = payload_bytes_;
-  manifest.classes = metadata.classes;
-  manifest.label_count =
-      std::max(label_count_, static_cast<std::uint32_t>(metadata.classes.size()));
-  manifest.listing_hash = metadata.listing_hash;
-  manifest.source_kind = metadata.source_kind;
-  manifest.options_json = metadata.options_json;
-  manifest.created_by = "packrec " PACKREC_VERSION_STRING;
+  manifest.common = ManifestFromMetadata(metadata, kManifestFormatName, kShardFormatVersion,
+                                         records_, payload_bytes_, label_count_);
   manifest.shards = sealed_;
-  manifest.rejected_count = metadata.rejects.size();
   PACKREC_ASSIGN_OR_RETURN(const std::string text, SerializeManifest(manifest));
   if (!metadata.rejects.empty()) {
     std::string rejects = "# path\treason\n";

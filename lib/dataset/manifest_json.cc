@@ -1,0 +1,138 @@
+#include "dataset/manifest_json.h"
+
+#include <algorithm>
+
+#include "core/checksum.h"
+
+namespace packrec {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kChecksumField[] = "manifest_xxh64";
+
+// The checksum covers the canonical serialisation of every other field (keys sorted, 2-space
+// indent), so it does not depend on how a reader re-serialises numbers or whitespace.
+std::uint64_t BodyChecksum(const json& body) { return Xxh64(body.dump(2)); }
+
+constexpr const char* kCommonFields[] = {"format",         "format_version", "record_count",
+                                         "rejected_count", "payload_bytes",  "classes",
+                                         "label_count",    "listing_hash",   "source_kind",
+                                         "options",        "created_by",     kChecksumField};
+
+}  // namespace
+
+DatasetManifest ManifestFromMetadata(const DatasetMetadata& metadata, std::string format,
+                                     std::uint32_t format_version, std::uint64_t record_count,
+                                     std::uint64_t payload_bytes,
+                                     std::uint32_t max_label_plus_one) {
+  DatasetManifest manifest;
+  manifest.format = std::move(format);
+  manifest.format_version = format_version;
+  manifest.record_count = record_count;
+  manifest.rejected_count = metadata.rejects.size();
+  manifest.payload_bytes = payload_bytes;
+  manifest.classes = metadata.classes;
+  manifest.label_count =
+      std::max(max_label_plus_one, static_cast<std::uint32_t>(metadata.classes.size()));
+  manifest.listing_hash = metadata.listing_hash;
+  manifest.source_kind = metadata.source_kind;
+  manifest.options_json = metadata.options_json;
+  manifest.created_by = "packrec " PACKREC_VERSION_STRING;
+  return manifest;
+}
+
+Result<std::string> SerializeManifestJson(const DatasetManifest& manifest) {
+  json options = json::parse(manifest.options_json, nullptr, /*allow_exceptions=*/false);
+  if (options.is_discarded() || !options.is_object()) {
+    return Status::InvalidArgument("dataset options are not a JSON object: " +
+                                   manifest.options_json);
+  }
+  json body = manifest.extra.is_object() ? manifest.extra : json::object();
+  body["format"] = manifest.format;
+  body["format_version"] = manifest.format_version;
+  body["record_count"] = manifest.record_count;
+  body["rejected_count"] = manifest.rejected_count;
+  body["payload_bytes"] = manifest.payload_bytes;
+  body["classes"] = manifest.classes;
+  body["label_count"] = manifest.label_count;
+  body["listing_hash"] = manifest.listing_hash;
+  body["source_kind"] = manifest.source_kind;
+  body["options"] = std::move(options);
+  body["created_by"] = manifest.created_by;
+  try {
+    body[kChecksumField] = Hex64(BodyChecksum(body));
+    return body.dump(2) + "\n";
+  } catch (const json::exception& error) {  // a class name or key that is not UTF-8
+    return Status::InvalidArgument(std::string("manifest cannot be written: ") + error.what());
+  }
+}
+
+Result<DatasetManifest> ParseManifestJson(std::string_view text, std::string_view where_view,
+                                          std::string_view format, std::uint32_t max_version) {
+  const std::string where(where_view);
+  json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object()) {
+    return Status::Corruption(where + ": not a valid JSON object");
+  }
+  try {
+    if (!body.contains(kChecksumField) || !body[kChecksumField].is_string()) {
+      return Status::Corruption(where + ": no " + std::string(kChecksumField) + " field");
+    }
+    std::uint64_t stored = 0;
+    if (!ParseHex64(body[kChecksumField].get<std::string>(), &stored)) {
+      return Status::Corruption(where + ": malformed " + std::string(kChecksumField));
+    }
+    body.erase(kChecksumField);
+    const std::uint64_t computed = BodyChecksum(body);
+    if (stored != computed) {
+      return Status::Corruption(where + ": checksum mismatch (stored " + Hex64(stored) +
+                                ", computed " + Hex64(computed) + ")");
+    }
+    DatasetManifest manifest;
+    manifest.format = body.at("format").get<std::string>();
+    if (manifest.format != format) {
+      return Status::Corruption(where + ": format is '" + manifest.format + "', expected '" +
+                                std::string(format) + "'");
+    }
+    manifest.format_version = body.at("format_version").get<std::uint32_t>();
+    if (manifest.format_version > max_version) {
+      return Status::NotSupported(
+          where + ": format version " + std::to_string(manifest.format_version) +
+          " is newer than this packrec supports (" + std::to_string(max_version) + ")");
+    }
+    if (manifest.format_version == 0) return Status::Corruption(where + ": format version 0");
+    manifest.record_count = body.at("record_count").get<std::uint64_t>();
+    manifest.rejected_count = body.at("rejected_count").get<std::uint64_t>();
+    manifest.payload_bytes = body.at("payload_bytes").get<std::uint64_t>();
+    manifest.classes = body.at("classes").get<std::vector<std::string>>();
+    manifest.label_count = body.at("label_count").get<std::uint32_t>();
+    manifest.listing_hash = body.at("listing_hash").get<std::string>();
+    manifest.source_kind = body.at("source_kind").get<std::string>();
+    manifest.options_json = body.at("options").dump();
+    manifest.created_by = body.at("created_by").get<std::string>();
+    for (const char* field : kCommonFields) body.erase(field);
+    manifest.extra = std::move(body);
+    return manifest;
+  } catch (const json::exception& error) {
+    return Status::Corruption(where + ": missing or mistyped field (" + error.what() + ")");
+  }
+}
+
+DatasetInfo InfoFromManifest(const DatasetManifest& manifest, std::string format_short_name) {
+  DatasetInfo info;
+  info.format = std::move(format_short_name);
+  info.format_version = manifest.format_version;
+  info.record_count = manifest.record_count;
+  info.rejected_count = manifest.rejected_count;
+  info.classes = manifest.classes;
+  info.label_count = manifest.label_count;
+  info.listing_hash = manifest.listing_hash;
+  info.source_kind = manifest.source_kind;
+  info.payload_bytes = manifest.payload_bytes;
+  info.options_json = manifest.options_json;
+  info.created_by = manifest.created_by;
+  return info;
+}
+
+}  // namespace packrec
