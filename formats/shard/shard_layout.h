@@ -30,7 +30,6 @@ inline constexpr std::uint64_t kMaxRawRecordBytes = 1ull << 32;
 
 inline constexpr char kManifestName[] = "manifest.json";
 inline constexpr char kManifestFormatName[] = "packrec-shard";
-inline constexpr char kRejectsName[] = "rejects.tsv";
 
 struct Header {
   std::uint32_t format_version = kShardFormatVersion;

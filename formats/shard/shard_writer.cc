@@ -197,13 +197,7 @@ Status ShardWriter::Finish(const DatasetMetadata& metadata) {
                                          records_, payload_bytes_, label_count_);
   manifest.shards = sealed_;
   PACKREC_ASSIGN_OR_RETURN(const std::string text, SerializeManifest(manifest));
-  if (!metadata.rejects.empty()) {
-    std::string rejects = "# path\treason\n";
-    for (const Reject& reject : metadata.rejects) {
-      rejects += reject.path + "\t" + reject.reason + "\n";
-    }
-    PACKREC_RETURN_IF_ERROR(WriteFileAtomically(dir_ / kRejectsName, AsBytes(rejects)));
-  }
+  PACKREC_RETURN_IF_ERROR(WriteRejectsFile(dir_, metadata.rejects));
   PACKREC_RETURN_IF_ERROR(WriteFileAtomically(dir_ / kManifestName, AsBytes(text)));
   PACKREC_RETURN_IF_ERROR(out_.Commit());
   finished_ = true;

@@ -68,6 +68,7 @@ struct DatasetInfo {
 // Per-call scratch for records that cannot be handed out as views. Reuse one per thread.
 struct ReadScratch {
   std::vector<std::byte> bytes;
+  std::string key;
 };
 
 // One problem found by Verify. Fields that do not apply are empty.

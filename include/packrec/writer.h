@@ -35,6 +35,10 @@ struct WriterOptions {
   int compression_level = 3;
   // Replace an existing dataset at the path (only a packrec dataset or an empty directory).
   bool overwrite = false;
+  // lmdb: initial map size; 0 picks 1 GiB. Either way the map grows (doubling) when full.
+  std::uint64_t map_size_bytes = 0;
+  // lmdb: records per write transaction (a transaction also commits at 64 MiB).
+  std::uint32_t commit_records = 2000;
 };
 
 // One record as the writer takes it. `bytes` is only read during Add.

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/checksum.h"
+#include "core/file_io.h"
 
 namespace packrec {
 namespace {
@@ -117,6 +118,13 @@ Result<DatasetManifest> ParseManifestJson(std::string_view text, std::string_vie
   } catch (const json::exception& error) {
     return Status::Corruption(where + ": missing or mistyped field (" + error.what() + ")");
   }
+}
+
+Status WriteRejectsFile(const std::filesystem::path& dir, const std::vector<Reject>& rejects) {
+  if (rejects.empty()) return Status::OK();
+  std::string text = "# path\treason\n";
+  for (const Reject& reject : rejects) text += reject.path + "\t" + reject.reason + "\n";
+  return WriteFileAtomically(dir / "rejects.tsv", AsBytes(text));
 }
 
 DatasetInfo InfoFromManifest(const DatasetManifest& manifest, std::string format_short_name) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +47,9 @@ Result<std::string> SerializeManifestJson(const DatasetManifest& manifest);
 // the document in errors.
 Result<DatasetManifest> ParseManifestJson(std::string_view text, std::string_view where,
                                           std::string_view format, std::uint32_t max_version);
+
+// Writes `rejects` to dir/rejects.tsv (path<TAB>reason per line) when there are any.
+Status WriteRejectsFile(const std::filesystem::path& dir, const std::vector<Reject>& rejects);
 
 // DatasetInfo with the common fields filled in; `files` is left to the format.
 DatasetInfo InfoFromManifest(const DatasetManifest& manifest, std::string format_short_name);

@@ -3,6 +3,7 @@
 #include <string>
 #include <system_error>
 
+#include "lmdb/lmdb_format.h"
 #include "packrec/reader.h"
 #include "packrec/writer.h"
 #include "shard/shard_format.h"
@@ -19,8 +20,9 @@ struct FormatEntry {
   Result<std::unique_ptr<DatasetWriter>> (*create)(const fs::path&, const WriterOptions&);
 };
 
-constexpr std::array<FormatEntry, 1> kFormats = {{
+constexpr std::array<FormatEntry, 2> kFormats = {{
     {"shard", shard::LooksLikeShardDataset, shard::OpenShardDataset, shard::CreateShardWriter},
+    {"lmdb", lmdb::LooksLikeLmdbDataset, lmdb::OpenLmdbDataset, lmdb::CreateLmdbWriter},
 }};
 
 }  // namespace

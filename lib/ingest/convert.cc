@@ -102,8 +102,10 @@ Result<SourceListing> ListSource(const ConvertOptions& options) {
 std::string OptionsJson(const ConvertOptions& options) {
   nlohmann::json json;
   json["format"] = options.writer.format;
-  json["shard_size_bytes"] = options.writer.shard_size_bytes;
-  json["align_bytes"] = options.writer.align_bytes;
+  if (options.writer.format == "shard") {
+    json["shard_size_bytes"] = options.writer.shard_size_bytes;
+    json["align_bytes"] = options.writer.align_bytes;
+  }
   json["compression"] = options.writer.compression == Compression::kZstd ? "zstd" : "none";
   json["compression_level"] = options.writer.compression_level;
   json["shuffle_seed"] = options.shuffle_seed ? nlohmann::json(*options.shuffle_seed) : nullptr;

@@ -46,6 +46,26 @@ TEST_CASE("cli: synth, convert, info, verify, extract end to end") {
   CHECK(Contains(again.output, "--overwrite"));
 }
 
+TEST_CASE("cli: the same commands work on an LMDB dataset") {
+  test::TempDir dir;
+  REQUIRE(RunCli("synth " + Quote(dir / "tree") + " --classes 2 --per-class 8").exit_code == 0);
+  auto convert = RunCli("convert -q " + Quote(dir / "tree") + " " + Quote(dir / "db") +
+                        " --format lmdb --map-size 1MiB --commit-records 3");
+  REQUIRE_MESSAGE(convert.exit_code == 0, convert.output);
+  auto info = RunCli("info " + Quote(dir / "db"));
+  CHECK(info.exit_code == 0);
+  CHECK(Contains(info.output, "format    lmdb (version 1)"));
+  CHECK(Contains(info.output, "records   16"));
+  auto verify = RunCli("verify --deep " + Quote(dir / "db"));
+  CHECK_MESSAGE(verify.exit_code == 0, verify.output);
+  REQUIRE(RunCli("extract " + Quote(dir / "db") + " " + Quote(dir / "out")).exit_code == 0);
+  CHECK(test::SnapshotTree(dir / "tree") == test::SnapshotTree(dir / "out"));
+  auto again =
+      RunCli("convert -q " + Quote(dir / "tree") + " " + Quote(dir / "db") + " --format lmdb");
+  CHECK(again.exit_code == 4);
+  CHECK(Contains(again.output, "--overwrite"));
+}
+
 TEST_CASE("cli: verify exits 5 and names shard, record and key of a damaged record") {
   test::TempDir dir;
   REQUIRE(RunCli("synth " + Quote(dir / "tree") + " --classes 2 --per-class 3").exit_code == 0);

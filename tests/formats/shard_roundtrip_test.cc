@@ -51,87 +51,6 @@ TEST_CASE("shard round trip: every record's key, label, bytes and image metadata
   }
 }
 
-TEST_CASE("random access equals sequential iteration") {
-  test::TempDir dir;
-  const auto records = test::MakeRecords(60);
-  WriterOptions options;
-  options.shard_size_bytes = 64 << 10;  // several shards
-  test::WriteDataset(dir / "ds", records, options);
-  auto reader = OpenDataset(dir / "ds");
-  REQUIRE(reader.ok());
-  REQUIRE((*reader)->info().files.size() > 1);
-  std::vector<std::vector<std::byte>> sequential;
-  std::vector<std::string> keys;
-  REQUIRE((*reader)
-              ->ForEach([&](const RecordView& view) {
-                CHECK(view.index == sequential.size());
-                sequential.push_back(Copy(view.bytes));
-                keys.emplace_back(view.key);
-                return Status::OK();
-              })
-              .ok());
-  REQUIRE(sequential.size() == records.size());
-  std::vector<std::uint64_t> order(records.size());
-  std::iota(order.begin(), order.end(), 0);
-  SplitMix64 random(3);
-  for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[random.Below(i)]);
-  ReadScratch scratch;
-  for (std::uint64_t i : order) {
-    auto view = (*reader)->Read(i, scratch);
-    REQUIRE(view.ok());
-    CHECK(Copy(view->bytes) == sequential[i]);
-    CHECK(view->key == keys[i]);
-  }
-  // A sub-range visits exactly that range.
-  std::vector<std::uint64_t> visited;
-  REQUIRE((*reader)
-              ->ForEach(
-                  [&](const RecordView& view) {
-                    visited.push_back(view.index);
-                    return Status::OK();
-                  },
-                  17, 43)
-              .ok());
-  CHECK(visited.size() == 26);
-  CHECK(visited.front() == 17);
-  CHECK(visited.back() == 42);
-}
-
-TEST_CASE("empty dataset: no shards, size 0, verify passes, reads are out of range") {
-  test::TempDir dir;
-  test::WriteDataset(dir / "ds", {});
-  auto reader = OpenDataset(dir / "ds");
-  REQUIRE(reader.ok());
-  CHECK((*reader)->size() == 0);
-  CHECK((*reader)->info().files.empty());
-  ReadScratch scratch;
-  CHECK((*reader)->Read(0, scratch).status().code() == StatusCode::kOutOfRange);
-  int visits = 0;
-  CHECK((*reader)
-            ->ForEach([&](const RecordView&) {
-              ++visits;
-              return Status::OK();
-            })
-            .ok());
-  CHECK(visits == 0);
-  test::CollectingReporter reporter;
-  CHECK((*reader)->Verify(reporter).problems == 0);
-}
-
-TEST_CASE("one-record dataset") {
-  test::TempDir dir;
-  const auto records = test::MakeRecords(1);
-  test::WriteDataset(dir / "ds", records);
-  auto reader = OpenDataset(dir / "ds");
-  REQUIRE(reader.ok());
-  REQUIRE((*reader)->size() == 1);
-  ReadScratch scratch;
-  auto view = (*reader)->Read(0, scratch);
-  REQUIRE(view.ok());
-  CHECK(Copy(view->bytes) == records[0].bytes);
-  CHECK((*reader)->Read(1, scratch).status().code() == StatusCode::kOutOfRange);
-}
-
 TEST_CASE("shards split at the size target, and a record larger than a shard gets its own") {
   test::TempDir dir;
   auto records = test::MakeRecords(30);
@@ -195,32 +114,6 @@ TEST_CASE("a shard that shrinks under an open reader gives an error in a scan, n
   CHECK(visited < 20);
 }
 
-TEST_CASE("zstd compresses PNG payloads, leaves JPEGs alone, and reads back byte-identical") {
-  test::TempDir dir;
-  std::vector<test::TestRecord> records = test::MakeRecords(4);
-  records.push_back({"png/a.png", 2, test::MakePng(128, 64, 1)});
-  records.push_back({"raw/text.bin", 0, std::vector<std::byte>(5000, std::byte{'a'})});
-  WriterOptions options;
-  options.compression = Compression::kZstd;
-  options.compression_level = 5;
-  test::WriteDataset(dir / "ds", records, options);
-  auto reader = OpenDataset(dir / "ds");
-  REQUIRE(reader.ok());
-  std::uint64_t stored = 0;
-  std::uint64_t raw = 0;
-  for (const auto& r : records) raw += r.bytes.size();
-  stored = (*reader)->info().payload_bytes;
-  CHECK(stored < raw);
-  ReadScratch scratch;
-  for (std::size_t i = 0; i < records.size(); ++i) {
-    auto view = (*reader)->Read(i, scratch);
-    REQUIRE(view.ok());
-    CHECK(Copy(view->bytes) == records[i].bytes);
-  }
-  test::CollectingReporter reporter;
-  CHECK((*reader)->Verify(reporter).problems == 0);
-}
-
 TEST_CASE("writer options are validated with the flag named") {
   test::TempDir dir;
   WriterOptions options;
@@ -273,49 +166,6 @@ namespace packrec {
 namespace {
 
 using test::Copy;
-
-TEST_CASE("concurrent reads from many threads and reads in a forked child see the same records") {
-  test::TempDir dir;
-  const auto records = test::MakeRecords(50);
-  WriterOptions options;
-  options.shard_size_bytes = 32 << 10;
-  test::WriteDataset(dir / "ds", records, options);
-  auto reader = OpenDataset(dir / "ds");
-  REQUIRE(reader.ok());
-  const Reader& shared = **reader;
-
-  std::atomic<int> mismatches{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] {
-      ReadScratch scratch;  // one per thread, as the contract asks
-      SplitMix64 random(static_cast<std::uint64_t>(t));
-      for (int n = 0; n < 500; ++n) {
-        const std::uint64_t i = random.Below(records.size());
-        auto view = shared.Read(i, scratch);
-        if (!view.ok() || Copy(view->bytes) != records[i].bytes) ++mismatches;
-      }
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
-  CHECK(mismatches == 0);
-
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    // The child keeps using the parent's reader (no doctest macros here: only the exit code).
-    ReadScratch scratch;
-    for (std::uint64_t i = 0; i < records.size(); ++i) {
-      auto view = shared.Read(i, scratch);
-      if (!view.ok() || Copy(view->bytes) != records[i].bytes) ::_exit(1);
-    }
-    ::_exit(0);
-  }
-  int status = 0;
-  REQUIRE(::waitpid(child, &status, 0) == child);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
-}
 
 }  // namespace
 }  // namespace packrec

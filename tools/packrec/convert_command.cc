@@ -58,8 +58,11 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<Args>();
   command->add_option("SRC", args->source, "Image folder or list file")->required();
   command->add_option("OUT", args->output, "Dataset directory to create")->required();
-  command->add_option("--format", args->options.writer.format, "Output format")
-      ->check(CLI::IsMember({"shard"}))
+  command
+      ->add_option("--format", args->options.writer.format,
+                   "Output format: shard (packrec's mmap-friendly shards) or lmdb (one LMDB "
+                   "environment, readable by python-lmdb)")
+      ->check(CLI::IsMember({"shard", "lmdb"}))
       ->capture_default_str();
   command
       ->add_option("--shard-size", args->options.writer.shard_size_bytes,
@@ -96,6 +99,17 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
             return "must be none, zstd or zstd:1 to zstd:22, got '" + value + "'";
           },
           "none|zstd[:LEVEL]"))
+      ->capture_default_str();
+  command
+      ->add_option("--map-size", args->options.writer.map_size_bytes,
+                   "lmdb: initial map size (0: 1 GiB); it doubles when full, so this is only a "
+                   "starting point")
+      ->transform(CLI::AsSizeValue(false))
+      ->default_str("0");
+  command
+      ->add_option("--commit-records", args->options.writer.commit_records,
+                   "lmdb: records per write transaction")
+      ->check(CLI::Range(1u, 10000000u))
       ->capture_default_str();
   command->add_option("--threads", args->options.threads, "Reader threads (0: one per core)")
       ->check(CLI::Range(0u, 1024u))

@@ -1,0 +1,22 @@
+// Entry points of the LMDB format, used only by the registry (lib/dataset/registry.cc).
+// lmdb.h is included only in this folder's .cc files.
+#ifndef PACKREC_FORMATS_LMDB_LMDB_FORMAT_H_
+#define PACKREC_FORMATS_LMDB_LMDB_FORMAT_H_
+
+#include <filesystem>
+#include <memory>
+
+#include "packrec/reader.h"
+#include "packrec/writer.h"
+
+namespace packrec::lmdb {
+
+bool LooksLikeLmdbDataset(const std::filesystem::path& path);
+Result<std::unique_ptr<DatasetWriter>> CreateLmdbWriter(const std::filesystem::path& dir,
+                                                        const WriterOptions& options);
+Result<std::unique_ptr<Reader>> OpenLmdbDataset(const std::filesystem::path& dir,
+                                                const OpenOptions& options);
+
+}  // namespace packrec::lmdb
+
+#endif  // PACKREC_FORMATS_LMDB_LMDB_FORMAT_H_

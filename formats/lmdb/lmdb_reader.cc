@@ -1,0 +1,379 @@
+// The LMDB reader. Opened MDB_RDONLY | MDB_NOTLS, so read transactions are not tied to threads
+// and any thread may call Read; one short read transaction per Read, one per ForEach.
+#include <lmdb.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/checksum.h"
+#include "dataset/manifest_json.h"
+#include "lmdb/lmdb_format.h"
+#include "lmdb/lmdb_layout.h"
+#include "lmdb/lmdb_status.h"
+
+namespace packrec::lmdb {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr unsigned kMaxReaders = 1024;
+
+std::span<const std::byte> Bytes(const MDB_val& value) {
+  return {static_cast<const std::byte*>(value.mv_data), value.mv_size};
+}
+
+// An environment opened read-only; reopened in a child process after fork(), as LMDB requires.
+class Environment {
+ public:
+  ~Environment() {
+    // A handle inherited across fork() belongs to the parent: leave it alone in the child.
+    if (env_ != nullptr && pid_ == ::getpid()) mdb_env_close(env_);
+  }
+
+  Status Open(const fs::path& dir) {
+    int rc = mdb_env_create(&env_);
+    if (rc != MDB_SUCCESS) return LmdbError(rc, "mdb_env_create", dir);
+    mdb_env_set_maxreaders(env_, kMaxReaders);
+    // Growing datasets are not a use case: map exactly what is there (size 0 = the file's).
+    rc = mdb_env_open(env_, dir.c_str(), MDB_RDONLY | MDB_NOTLS, 0644);
+    if (rc == EACCES || rc == EROFS) {
+      // A read-only directory or file system cannot hold a lock file; datasets are immutable,
+      // so reading without one is safe.
+      mdb_env_close(env_);
+      mdb_env_create(&env_);
+      mdb_env_set_maxreaders(env_, kMaxReaders);
+      rc = mdb_env_open(env_, dir.c_str(), MDB_RDONLY | MDB_NOTLS | MDB_NOLOCK, 0644);
+    }
+    if (rc != MDB_SUCCESS) {
+      mdb_env_close(env_);
+      env_ = nullptr;
+      return LmdbError(rc, "open", dir / kDataFileName);
+    }
+    pid_ = ::getpid();
+    // The main database's handle (and its key comparator) is set up per environment: a child's
+    // fresh environment must open it too. Committing makes it usable by later transactions.
+    MDB_txn* txn = nullptr;
+    rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn);
+    if (rc != MDB_SUCCESS) return LmdbError(rc, "begin read transaction", dir);
+    rc = mdb_dbi_open(txn, nullptr, 0, &dbi_);
+    if (rc != MDB_SUCCESS) {
+      mdb_txn_abort(txn);
+      return LmdbError(rc, "open database", dir);
+    }
+    rc = mdb_txn_commit(txn);
+    if (rc != MDB_SUCCESS) return LmdbError(rc, "open database", dir);
+    return Status::OK();
+  }
+
+  MDB_env* get() const { return env_; }
+  MDB_dbi dbi() const { return dbi_; }
+  bool ForkedAway() const { return pid_ != ::getpid(); }
+
+ private:
+  MDB_env* env_ = nullptr;
+  MDB_dbi dbi_ = 0;
+  pid_t pid_ = 0;
+};
+
+// A read-only transaction, aborted on scope exit.
+class ReadTransaction {
+ public:
+  ~ReadTransaction() {
+    if (txn_ != nullptr) mdb_txn_abort(txn_);
+  }
+  Status Begin(MDB_env* env, const fs::path& dir) {
+    const int rc = mdb_txn_begin(env, nullptr, MDB_RDONLY, &txn_);
+    if (rc != MDB_SUCCESS) {
+      txn_ = nullptr;
+      return LmdbError(rc, "begin read transaction", dir);
+    }
+    return Status::OK();
+  }
+  MDB_txn* get() const { return txn_; }
+
+ private:
+  MDB_txn* txn_ = nullptr;
+};
+
+class LmdbReader final : public Reader {
+ public:
+  LmdbReader(fs::path dir, OpenOptions options)
+      : dir_(std::move(dir)), data_file_((dir_ / kDataFileName).string()), options_(options) {}
+
+  Status Open() {
+    // LMDB reads its two meta pages at open; a shorter file is cut short, not a database.
+    std::error_code error;
+    const std::uintmax_t size = fs::file_size(dir_ / kDataFileName, error);
+    if (error) return Status::IOError("stat " + data_file_ + ": " + error.message());
+    const auto page = static_cast<std::uintmax_t>(::sysconf(_SC_PAGESIZE));
+    if (size < 2 * page) {
+      return Status::Truncated(data_file_ + ": truncated (expected at least " +
+                               std::to_string(2 * page) + " bytes, got " + std::to_string(size) +
+                               ")");
+    }
+    env_ = std::make_unique<Environment>();
+    PACKREC_RETURN_IF_ERROR(env_->Open(dir_));
+    PACKREC_RETURN_IF_ERROR(CheckNotTruncated());
+    ReadTransaction txn;
+    PACKREC_RETURN_IF_ERROR(txn.Begin(env_->get(), dir_));
+    const MDB_dbi dbi = env_->dbi();
+    MDB_val key{kManifestKey.size(), const_cast<char*>(kManifestKey.data())};
+    MDB_val value;
+    int rc = mdb_get(txn.get(), dbi, &key, &value);
+    if (rc == MDB_NOTFOUND) {
+      return Status::Corruption(data_file_ +
+                                ": no packrec manifest key (not written by packrec, or damaged)");
+    }
+    if (rc != MDB_SUCCESS) return LmdbError(rc, "read manifest from", dir_);
+    PACKREC_ASSIGN_OR_RETURN(
+        const DatasetManifest manifest,
+        ParseManifestJson(std::string_view(static_cast<const char*>(value.mv_data), value.mv_size),
+                          data_file_ + " (manifest key)", kManifestFormatName, kLmdbFormatVersion));
+    MDB_stat stat;
+    rc = mdb_stat(txn.get(), dbi, &stat);
+    if (rc != MDB_SUCCESS) return LmdbError(rc, "stat", dir_);
+    if (stat.ms_entries != manifest.record_count + 1) {
+      return Status::Corruption(data_file_ + ": holds " + std::to_string(stat.ms_entries) +
+                                " entries, the manifest says " +
+                                std::to_string(manifest.record_count) + " records + 1");
+    }
+    info_ = InfoFromManifest(manifest, "lmdb");
+    info_.files.push_back({kDataFileName, 0, manifest.record_count,
+                           static_cast<std::uint64_t>(fs::file_size(dir_ / kDataFileName, error))});
+    return Status::OK();
+  }
+
+  const DatasetInfo& info() const override { return info_; }
+
+  Result<RecordView> Read(std::uint64_t index, ReadScratch& scratch) const override {
+    if (index >= info_.record_count) {
+      return Status::OutOfRange("record index " + std::to_string(index) +
+                                " is out of range (the dataset has " +
+                                std::to_string(info_.record_count) + " records)");
+    }
+    PACKREC_ASSIGN_OR_RETURN(const Environment* const env, Env());
+    ReadTransaction txn;
+    PACKREC_RETURN_IF_ERROR(txn.Begin(env->get(), dir_));
+    auto key_bytes = RecordKey(index);
+    MDB_val key{key_bytes.size(), key_bytes.data()};
+    MDB_val value;
+    const int rc = mdb_get(txn.get(), env->dbi(), &key, &value);
+    if (rc == MDB_NOTFOUND) {
+      return Status::Corruption(data_file_ + ": record " + std::to_string(index) + " is missing");
+    }
+    if (rc != MDB_SUCCESS) return LmdbError(rc, "get record " + std::to_string(index), dir_);
+    // The value lives in the map only while the transaction is open: copy it out.
+    PACKREC_ASSIGN_OR_RETURN(RecordView view,
+                             Decode(index, Bytes(value), scratch, options_.verify_checksums));
+    return Own(view, scratch);
+  }
+
+  Status ForEach(const Visitor& visit, std::uint64_t begin, std::uint64_t end) const override {
+    end = std::min(end, info_.record_count);
+    if (begin >= end) return Status::OK();
+    PACKREC_ASSIGN_OR_RETURN(const Environment* const env, Env());
+    ReadTransaction txn;
+    PACKREC_RETURN_IF_ERROR(txn.Begin(env->get(), dir_));
+    MDB_cursor* cursor = nullptr;
+    int rc = mdb_cursor_open(txn.get(), env->dbi(), &cursor);
+    if (rc != MDB_SUCCESS) return LmdbError(rc, "open cursor", dir_);
+    auto start = RecordKey(begin);
+    MDB_val key{start.size(), start.data()};
+    MDB_val value;
+    ReadScratch scratch;
+    Status status;
+    rc = mdb_cursor_get(cursor, &key, &value, MDB_SET_KEY);
+    for (std::uint64_t expected = begin; expected < end; ++expected) {
+      std::uint64_t index = 0;
+      if (rc != MDB_SUCCESS || !ParseRecordKey(Bytes(key), &index) || index != expected) {
+        status = rc != MDB_SUCCESS && rc != MDB_NOTFOUND
+                     ? LmdbError(rc, "iterate", dir_)
+                     : Status::Corruption(data_file_ + ": record " + std::to_string(expected) +
+                                          " is missing");
+        break;
+      }
+      // Views point into the map: valid while the transaction is open, i.e. during visit.
+      Result<RecordView> view = Decode(index, Bytes(value), scratch, options_.verify_checksums);
+      status = view.ok() ? visit(*view) : view.status();
+      if (!status.ok()) break;
+      rc = mdb_cursor_get(cursor, &key, &value, MDB_NEXT);
+    }
+    mdb_cursor_close(cursor);
+    return status;
+  }
+
+  VerifyStats Verify(VerifyReporter& reporter) const override {
+    VerifyStats stats;
+    auto report = [&](std::optional<std::uint64_t> index, std::string key, const Status& status) {
+      reporter.Report({kDataFileName, index, std::move(key), std::nullopt, status});
+      ++stats.problems;
+    };
+    Result<const Environment*> env = Env();
+    if (!env.ok()) {
+      report(std::nullopt, "", env.status());
+      return stats;
+    }
+    ReadTransaction txn;
+    Status begun = txn.Begin((*env)->get(), dir_);
+    MDB_cursor* cursor = nullptr;
+    int rc = begun.ok() ? mdb_cursor_open(txn.get(), (*env)->dbi(), &cursor) : MDB_SUCCESS;
+    if (!begun.ok() || rc != MDB_SUCCESS) {
+      report(std::nullopt, "", begun.ok() ? LmdbError(rc, "open cursor", dir_) : begun);
+      return stats;
+    }
+    MDB_val key;
+    MDB_val value;
+    ReadScratch scratch;
+    std::uint64_t expected = 0;
+    for (rc = mdb_cursor_get(cursor, &key, &value, MDB_FIRST); rc == MDB_SUCCESS;
+         rc = mdb_cursor_get(cursor, &key, &value, MDB_NEXT)) {
+      std::uint64_t index = 0;
+      if (!ParseRecordKey(Bytes(key), &index)) continue;  // the manifest key
+      if (index != expected) {
+        report(expected, "",
+               Status::Corruption(data_file_ + ": record " + std::to_string(expected) +
+                                  " is missing (next key is " + std::to_string(index) + ")"));
+      }
+      expected = index + 1;
+      ++stats.records_checked;
+      Result<RecordView> view = Decode(index, Bytes(value), scratch, /*verify=*/true);
+      if (view.ok()) {
+        stats.bytes_checked += value.mv_size;
+      } else {
+        ValueHeader header;
+        std::string record_key;
+        if (DecodeValueHeader(Bytes(value), &header) &&
+            kValueHeaderSize + header.key_size <= value.mv_size) {
+          record_key.assign(static_cast<const char*>(value.mv_data) + kValueHeaderSize,
+                            header.key_size);
+        }
+        report(index, std::move(record_key), view.status());
+      }
+    }
+    if (rc != MDB_NOTFOUND) report(std::nullopt, "", LmdbError(rc, "iterate", dir_));
+    if (expected != info_.record_count) {
+      report(std::nullopt, "",
+             Status::Corruption(data_file_ + ": " + std::to_string(expected) +
+                                " records found, the manifest says " +
+                                std::to_string(info_.record_count)));
+    }
+    mdb_cursor_close(cursor);
+    return stats;
+  }
+
+ private:
+  // The environment of this process: a child of fork() opens its own.
+  Result<const Environment*> Env() const {
+    std::lock_guard lock(env_mutex_);
+    if (env_->ForkedAway()) {
+      auto fresh = std::make_unique<Environment>();
+      PACKREC_RETURN_IF_ERROR(fresh->Open(dir_));
+      // The parent's handle is never closed here (see ~Environment); keep it alive.
+      retired_.push_back(std::move(env_));
+      env_ = std::move(fresh);
+    }
+    return env_.get();
+  }
+
+  // A data file shorter than the pages LMDB will touch would raise SIGBUS on access.
+  Status CheckNotTruncated() const {
+    MDB_envinfo env_info;
+    MDB_stat stat;
+    mdb_env_info(env_->get(), &env_info);
+    mdb_env_stat(env_->get(), &stat);
+    const std::uint64_t needed =
+        (static_cast<std::uint64_t>(env_info.me_last_pgno) + 1) * stat.ms_psize;
+    struct stat st {};
+    if (::stat((dir_ / kDataFileName).c_str(), &st) != 0) {
+      return Status::IOError("stat " + data_file_ + ": " + std::strerror(errno));
+    }
+    if (static_cast<std::uint64_t>(st.st_size) < needed) {
+      return Status::Truncated(data_file_ + ": truncated (expected at least " +
+                               std::to_string(needed) + " bytes, got " +
+                               std::to_string(st.st_size) + ")");
+    }
+    return Status::OK();
+  }
+
+  Result<RecordView> Decode(std::uint64_t index, std::span<const std::byte> value,
+                            ReadScratch& scratch, bool verify) const {
+    const std::string where = data_file_ + ": record " + std::to_string(index);
+    ValueHeader header;
+    if (!DecodeValueHeader(value, &header) || value.size() < kValueHeaderSize + header.key_size) {
+      return Status::Corruption(where + ": malformed value header");
+    }
+    RecordView view;
+    view.index = index;
+    view.key = std::string_view(reinterpret_cast<const char*>(value.data()) + kValueHeaderSize,
+                                header.key_size);
+    view.label = header.label;
+    view.width = header.width;
+    view.height = header.height;
+    view.channels = header.channels;
+    view.encoding = static_cast<Encoding>(header.encoding);
+    const std::span<const std::byte> stored = value.subspan(kValueHeaderSize + header.key_size);
+    if (verify) {
+      const std::uint64_t computed = Xxh64(stored, /*seed=*/index);
+      if (computed != header.checksum) {
+        return Status::Corruption(where + " (key '" + std::string(view.key) +
+                                  "'): checksum mismatch (stored " + Hex64(header.checksum) +
+                                  ", computed " + Hex64(computed) + ")");
+      }
+    }
+    if ((header.flags & kValueZstd) != 0) {
+      if (header.raw_size > (1ull << 32)) return Status::Corruption(where + ": impossible size");
+      scratch.bytes.resize(header.raw_size);
+      const std::size_t size =
+          ZSTD_decompress(scratch.bytes.data(), scratch.bytes.size(), stored.data(), stored.size());
+      if (ZSTD_isError(size) || size != header.raw_size) {
+        return Status::Corruption(where + ": zstd payload does not decompress to " +
+                                  std::to_string(header.raw_size) + " bytes");
+      }
+      view.bytes = scratch.bytes;
+    } else {
+      if (stored.size() != header.raw_size) {
+        return Status::Corruption(where + ": payload is " + std::to_string(stored.size()) +
+                                  " bytes, the header says " + std::to_string(header.raw_size));
+      }
+      view.bytes = stored;
+    }
+    return view;
+  }
+
+  // Moves a view's key and bytes into `scratch`, for views that must outlive the transaction.
+  static RecordView Own(RecordView view, ReadScratch& scratch) {
+    scratch.key.assign(view.key);
+    if (view.bytes.data() != scratch.bytes.data()) {
+      scratch.bytes.assign(view.bytes.begin(), view.bytes.end());
+    }
+    view.key = scratch.key;
+    view.bytes = scratch.bytes;
+    return view;
+  }
+
+  fs::path dir_;
+  std::string data_file_;
+  OpenOptions options_;
+  DatasetInfo info_;
+  mutable std::unique_ptr<Environment> env_;
+  mutable std::vector<std::unique_ptr<Environment>> retired_;
+  mutable std::mutex env_mutex_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Reader>> OpenLmdbDataset(const fs::path& dir, const OpenOptions& options) {
+  auto reader = std::make_unique<LmdbReader>(dir, options);
+  PACKREC_RETURN_IF_ERROR(reader->Open());
+  return std::unique_ptr<Reader>(std::move(reader));
+}
+
+}  // namespace packrec::lmdb
