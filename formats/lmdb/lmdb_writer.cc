@@ -1,7 +1,9 @@
-// The LMDB writer: records appended (MDB_APPEND) into a scratch environment in batched write
-// transactions; the map doubles and the batch is replayed on MDB_MAP_FULL, so no conversion dies
-// of a guessed map size; Finish writes the manifest key and a compacted copy (mdb_env_copy2 with
-// MDB_CP_COMPACT) as the dataset's data.mdb, so the shipped file is only as large as its data.
+// The LMDB writer: records appended (MDB_APPEND) in batched write transactions; the map doubles
+// and the batch is replayed on MDB_MAP_FULL, so no conversion dies of a guessed map size. The file
+// only grows as pages are used (no MDB_WRITEMAP, so it is never map-sized or sparse). Finish
+// writes the manifest key, then compacts (mdb_env_copy2 with MDB_CP_COMPACT) only when free pages
+// are worth it: an append-only load frees only the few leaf and branch pages that commits copied,
+// and the compacting copy costs two syscalls per overflow record (measured: 6x slower overall).
 #include <fcntl.h>
 #include <lmdb.h>
 #include <unistd.h>
@@ -25,18 +27,19 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::uint64_t kDefaultMapSize = 1ull << 30;
-constexpr std::uint64_t kMaxBatchBytes = 64ull << 20;
-constexpr char kScratchDir[] = ".packrec-build";
-
-MDB_val Val(std::span<const std::byte> bytes) {
-  return {bytes.size(), const_cast<std::byte*>(bytes.data())};
-}
+// A transaction's dirty pages are malloc'd by LMDB and freed at commit; batches larger than the
+// allocator keeps around are paid again in page faults (measured on 278 MiB of JPEGs: 4 MiB
+// batches 0.6 s, 16 MiB 0.85 s, 64 MiB 1.4 s).
+constexpr std::uint64_t kMaxBatchBytes = 4ull << 20;
+constexpr char kCompactDir[] = ".packrec-compact";
+// Compact when free pages exceed this share of the file (and 1 MiB).
+constexpr double kCompactWasteShare = 0.02;
 
 class LmdbWriter final : public DatasetWriter {
  public:
   LmdbWriter(OutputDirectory out, WriterOptions options)
       : out_(std::move(out)),
-        scratch_dir_(out_.write_dir() / kScratchDir),
+        env_dir_(out_.write_dir()),
         options_(std::move(options)),
         map_size_(options_.map_size_bytes > 0 ? options_.map_size_bytes : kDefaultMapSize) {}
 
@@ -52,29 +55,36 @@ class LmdbWriter final : public DatasetWriter {
   std::uint64_t bytes_written() const override { return bytes_written_; }
 
  private:
+  // A put of the open transaction, kept until it commits so it can be replayed after the map
+  // grows. Keys and values live back to back in arena_, which keeps its capacity across
+  // batches: no allocation, zeroing or page fault per record.
   struct Pending {
-    std::array<std::byte, 32> key{};  // record keys are 8 bytes; the manifest key is longer
+    std::size_t offset = 0;
     std::size_t key_size = 0;
-    std::vector<std::byte> value;
+    std::size_t value_size = 0;
   };
+  // Appends key and value to the arena and queues their put.
+  void Queue(std::span<const std::byte> key, std::span<const std::span<const std::byte>> parts);
 
   Status BeginTransaction();
   // Puts every pending value, growing the map and replaying on MDB_MAP_FULL.
   Status PutPending();
   Status CommitBatch();
   Status GrowMap();
+  // Replaces data.mdb by a compacted copy when enough of it is free pages.
+  Status CompactIfWorthIt();
   void CloseEnvironment();
 
   OutputDirectory out_;
-  fs::path scratch_dir_;
+  fs::path env_dir_;  // the environment's directory: out_.write_dir()
   WriterOptions options_;
   std::uint64_t map_size_;
   MDB_env* env_ = nullptr;
   MDB_txn* txn_ = nullptr;
   MDB_dbi dbi_ = 0;
   std::vector<Pending> batch_;
+  std::vector<std::byte> arena_;
   std::size_t batch_put_ = 0;  // how many of batch_ are in the open transaction
-  std::uint64_t batch_bytes_ = 0;
   std::uint64_t records_ = 0;
   std::uint64_t payload_bytes_ = 0;
   std::uint64_t bytes_written_ = 0;
@@ -84,25 +94,22 @@ class LmdbWriter final : public DatasetWriter {
 };
 
 Status LmdbWriter::Start() {
-  std::error_code error;
-  fs::create_directory(scratch_dir_, error);
-  if (error) return ErrnoStatus("create directory", scratch_dir_, error.value());
   int rc = mdb_env_create(&env_);
-  if (rc != MDB_SUCCESS) return LmdbError(rc, "mdb_env_create", scratch_dir_);
+  if (rc != MDB_SUCCESS) return LmdbError(rc, "mdb_env_create", env_dir_);
   rc = mdb_env_set_mapsize(env_, map_size_);
-  if (rc != MDB_SUCCESS) return LmdbError(rc, "set map size", scratch_dir_);
-  // The scratch environment is thrown away on failure and copied (then fsynced) on success, so
+  if (rc != MDB_SUCCESS) return LmdbError(rc, "set map size", env_dir_);
+  // A failed conversion is thrown away whole and a finished one is synced once at the end, so
   // syncing every commit would buy nothing.
-  rc = mdb_env_open(env_, scratch_dir_.c_str(), MDB_NOSYNC | MDB_NOMETASYNC, 0644);
-  if (rc != MDB_SUCCESS) return LmdbError(rc, "open", scratch_dir_);
+  rc = mdb_env_open(env_, env_dir_.c_str(), MDB_NOSYNC | MDB_NOMETASYNC, 0644);
+  if (rc != MDB_SUCCESS) return LmdbError(rc, "open", env_dir_);
   return BeginTransaction();
 }
 
 Status LmdbWriter::BeginTransaction() {
   int rc = mdb_txn_begin(env_, nullptr, 0, &txn_);
-  if (rc != MDB_SUCCESS) return LmdbError(rc, "begin write transaction", scratch_dir_);
+  if (rc != MDB_SUCCESS) return LmdbError(rc, "begin write transaction", env_dir_);
   rc = mdb_dbi_open(txn_, nullptr, 0, &dbi_);
-  if (rc != MDB_SUCCESS) return LmdbError(rc, "open database", scratch_dir_);
+  if (rc != MDB_SUCCESS) return LmdbError(rc, "open database", env_dir_);
   batch_put_ = 0;
   return Status::OK();
 }
@@ -114,22 +121,34 @@ Status LmdbWriter::GrowMap() {
   }
   map_size_ *= 2;
   const int rc = mdb_env_set_mapsize(env_, map_size_);
-  if (rc != MDB_SUCCESS)
-    return LmdbError(rc, "grow map to " + std::to_string(map_size_), scratch_dir_);
+  if (rc != MDB_SUCCESS) return LmdbError(rc, "grow map to " + std::to_string(map_size_), env_dir_);
   return BeginTransaction();
+}
+
+void LmdbWriter::Queue(std::span<const std::byte> key,
+                       std::span<const std::span<const std::byte>> parts) {
+  Pending pending;
+  pending.offset = arena_.size();
+  pending.key_size = key.size();
+  arena_.insert(arena_.end(), key.begin(), key.end());
+  for (const auto& part : parts) {
+    arena_.insert(arena_.end(), part.begin(), part.end());
+    pending.value_size += part.size();
+  }
+  batch_.push_back(pending);
 }
 
 Status LmdbWriter::PutPending() {
   while (batch_put_ < batch_.size()) {
-    Pending& pending = batch_[batch_put_];
-    MDB_val key{pending.key_size, pending.key.data()};
-    MDB_val value = Val(pending.value);
+    const Pending& pending = batch_[batch_put_];
+    MDB_val key{pending.key_size, arena_.data() + pending.offset};
+    MDB_val value{pending.value_size, arena_.data() + pending.offset + pending.key_size};
     const int rc = mdb_put(txn_, dbi_, &key, &value, MDB_APPEND);
     if (rc == MDB_MAP_FULL) {
       PACKREC_RETURN_IF_ERROR(GrowMap());  // the transaction is gone: replay the whole batch
       continue;
     }
-    if (rc != MDB_SUCCESS) return LmdbError(rc, "put record", scratch_dir_);
+    if (rc != MDB_SUCCESS) return LmdbError(rc, "put record", env_dir_);
     ++batch_put_;
   }
   return Status::OK();
@@ -144,9 +163,9 @@ Status LmdbWriter::CommitBatch() {
       PACKREC_RETURN_IF_ERROR(GrowMap());
       continue;
     }
-    if (rc != MDB_SUCCESS) return LmdbError(rc, "commit", scratch_dir_);
+    if (rc != MDB_SUCCESS) return LmdbError(rc, "commit", env_dir_);
     batch_.clear();
-    batch_bytes_ = 0;
+    arena_.clear();
     return BeginTransaction();
   }
 }
@@ -186,23 +205,16 @@ Status LmdbWriter::Add(const RecordInput& record) {
   header.checksum = Xxh64(stored, /*seed=*/records_);
   header.raw_size = record.bytes.size();
 
-  Pending pending;
+  std::array<std::byte, kValueHeaderSize> header_bytes{};
+  EncodeValueHeader(header, header_bytes);
   const auto key = RecordKey(records_);
-  std::copy(key.begin(), key.end(), pending.key.begin());
-  pending.key_size = key.size();
-  pending.value.resize(kValueHeaderSize + record.key.size() + stored.size());
-  EncodeValueHeader(header,
-                    std::span<std::byte, kValueHeaderSize>(pending.value.data(), kValueHeaderSize));
-  std::memcpy(pending.value.data() + kValueHeaderSize, record.key.data(), record.key.size());
-  std::memcpy(pending.value.data() + kValueHeaderSize + record.key.size(), stored.data(),
-              stored.size());
-  batch_bytes_ += pending.value.size();
-  batch_.push_back(std::move(pending));
+  const std::span<const std::byte> parts[] = {header_bytes, AsBytes(record.key), stored};
+  Queue(key, parts);
   PACKREC_RETURN_IF_ERROR(PutPending());
   ++records_;
   payload_bytes_ += stored.size();
   label_count_ = std::max(label_count_, record.label + 1);
-  if (batch_.size() >= options_.commit_records || batch_bytes_ >= kMaxBatchBytes) {
+  if (batch_.size() >= options_.commit_records || arena_.size() >= kMaxBatchBytes) {
     PACKREC_RETURN_IF_ERROR(CommitBatch());
   }
   return Status::OK();
@@ -213,36 +225,61 @@ Status LmdbWriter::Finish(const DatasetMetadata& metadata) {
   const DatasetManifest manifest = ManifestFromMetadata(
       metadata, kManifestFormatName, kLmdbFormatVersion, records_, payload_bytes_, label_count_);
   PACKREC_ASSIGN_OR_RETURN(const std::string text, SerializeManifestJson(manifest));
-  Pending pending;
-  std::memcpy(pending.key.data(), kManifestKey.data(), kManifestKey.size());
-  pending.key_size = kManifestKey.size();
-  pending.value.assign(reinterpret_cast<const std::byte*>(text.data()),
-                       reinterpret_cast<const std::byte*>(text.data()) + text.size());
-  batch_.push_back(std::move(pending));
+  const std::span<const std::byte> parts[] = {AsBytes(text)};
+  Queue(AsBytes(kManifestKey), parts);
   PACKREC_RETURN_IF_ERROR(CommitBatch());
   mdb_txn_abort(txn_);  // the empty transaction CommitBatch opened
   txn_ = nullptr;
 
   const fs::path data_file = out_.write_dir() / kDataFileName;
-  const int rc = mdb_env_copy2(env_, out_.write_dir().c_str(), MDB_CP_COMPACT);
-  if (rc != MDB_SUCCESS) return LmdbError(rc, "compacting copy to", out_.write_dir());
-  CloseEnvironment();
+  PACKREC_RETURN_IF_ERROR(CompactIfWorthIt());
   std::error_code error;
-  fs::remove_all(scratch_dir_, error);
-  if (error) return ErrnoStatus("remove", scratch_dir_, error.value());
-  {
-    const int fd = ::open(data_file.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoStatus("open", data_file, errno);
-    const int sync_rc = ::fsync(fd);
-    const int sync_errno = errno;
-    ::close(fd);
-    if (sync_rc != 0) return ErrnoStatus("fsync", data_file, sync_errno);
-  }
+  fs::remove(out_.write_dir() / "lock.mdb", error);  // readers make their own
   bytes_written_ = fs::file_size(data_file, error);
   PACKREC_RETURN_IF_ERROR(WriteRejectsFile(out_.write_dir(), metadata.rejects));
   PACKREC_RETURN_IF_ERROR(SyncDirectory(out_.write_dir()));
   PACKREC_RETURN_IF_ERROR(out_.Commit());
   finished_ = true;
+  return Status::OK();
+}
+
+Status LmdbWriter::CompactIfWorthIt() {
+  const fs::path data_file = out_.write_dir() / kDataFileName;
+  MDB_envinfo info;
+  MDB_stat stat;
+  mdb_env_info(env_, &info);
+  mdb_env_stat(env_, &stat);
+  const std::uint64_t file_pages = static_cast<std::uint64_t>(info.me_last_pgno) + 1;
+  const std::uint64_t live_pages =
+      2 + stat.ms_branch_pages + stat.ms_leaf_pages + stat.ms_overflow_pages;
+  const std::uint64_t waste_bytes =
+      (file_pages > live_pages ? file_pages - live_pages : 0) * stat.ms_psize;
+  const std::uint64_t file_bytes = file_pages * stat.ms_psize;
+  if (waste_bytes < (1u << 20) ||
+      static_cast<double>(waste_bytes) < kCompactWasteShare * static_cast<double>(file_bytes)) {
+    const int rc = mdb_env_sync(env_, 1);
+    if (rc != MDB_SUCCESS) return LmdbError(rc, "sync", data_file);
+    CloseEnvironment();
+    return Status::OK();
+  }
+  const fs::path compact_dir = out_.write_dir() / kCompactDir;
+  std::error_code error;
+  fs::create_directory(compact_dir, error);
+  if (error) return ErrnoStatus("create directory", compact_dir, error.value());
+  const int rc = mdb_env_copy2(env_, compact_dir.c_str(), MDB_CP_COMPACT);
+  if (rc != MDB_SUCCESS) return LmdbError(rc, "compacting copy to", compact_dir);
+  CloseEnvironment();
+  {
+    const fs::path copy = compact_dir / kDataFileName;
+    const int fd = ::open(copy.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ErrnoStatus("open", copy, errno);
+    const int sync_rc = ::fsync(fd);
+    const int sync_errno = errno;
+    ::close(fd);
+    if (sync_rc != 0) return ErrnoStatus("fsync", copy, sync_errno);
+  }
+  PACKREC_RETURN_IF_ERROR(RenamePath(compact_dir / kDataFileName, data_file));
+  fs::remove_all(compact_dir, error);
   return Status::OK();
 }
 

@@ -37,8 +37,8 @@ struct WriterOptions {
   bool overwrite = false;
   // lmdb: initial map size; 0 picks 1 GiB. Either way the map grows (doubling) when full.
   std::uint64_t map_size_bytes = 0;
-  // lmdb: records per write transaction (a transaction also commits at 64 MiB).
-  std::uint32_t commit_records = 2000;
+  // lmdb: records per write transaction (a transaction also commits at 4 MiB of values).
+  std::uint32_t commit_records = 1000;
 };
 
 // One record as the writer takes it. `bytes` is only read during Add.

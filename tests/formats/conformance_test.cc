@@ -136,16 +136,19 @@ TEST_CASE("conformance: a corrupt record is named, and every other record still 
     const auto records = test::MakeRecords(25);
     test::WriteDataset(dir / "ds", records, For(format));
     const std::uint64_t target = 11;
-    // Find record 11's payload in whichever file holds it and flip a byte in its middle.
+    // Flip a byte in the middle of every copy of record 11's payload in whichever file holds it
+    // (LMDB may keep stale copies of small values in free pages).
     bool flipped = false;
     for (const auto& entry : fs::directory_iterator(dir / "ds")) {
       auto bytes = test::ReadBytes(entry.path());
       const auto& payload = records[target].bytes;
-      auto it = std::search(bytes.begin(), bytes.end(), payload.begin(), payload.end());
-      if (it == bytes.end()) continue;
-      test::FlipByte(entry.path(),
-                     static_cast<std::uint64_t>(it - bytes.begin()) + payload.size() / 2);
-      flipped = true;
+      for (auto it = std::search(bytes.begin(), bytes.end(), payload.begin(), payload.end());
+           it != bytes.end();
+           it = std::search(it + 1, bytes.end(), payload.begin(), payload.end())) {
+        it[static_cast<std::ptrdiff_t>(payload.size() / 2)] ^= std::byte{0x5a};
+        flipped = true;
+      }
+      if (flipped) test::WriteBytes(entry.path(), bytes);
     }
     REQUIRE(flipped);
     auto reader = OpenDataset(dir / "ds");
