@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on an embedded default: build packrec, make a synthetic ImageNet-like tree, convert
-# it to packrec shards, read it back, verify every checksum and decode every image, extract it and
-# compare byte for byte, then print a summary with the measured rates.
+# it to every format (packrec shards, LMDB), read each back, verify every checksum and decode every
+# image, extract and compare byte for byte, then print a table of size, conversion time and read
+# throughput per format.
 #   scripts/demo.sh [WORK_DIR]     (default: ./out/demo)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,18 +17,33 @@ mkdir -p "$work"
 step() { printf '\n== %s\n' "$*"; }
 step "synth: 20 classes x 100 images"
 $packrec synth "$work/tree" --classes 20 --per-class 100 --seed 2026
-step "convert to packrec shards (pass-through, 16 MiB shards)"
-$packrec convert "$work/tree" "$work/dataset" --shard-size 16MiB
-step "info"
-$packrec info "$work/dataset"
-step "read every record sequentially (checksums on)"
-build-release/benchmarks/packrec_read_bench "$work/dataset" --repeat 3
-step "verify --deep (checksums + decode every image)"
-$packrec verify --deep "$work/dataset"
-step "extract and compare with the original tree"
-$packrec extract "$work/dataset" "$work/restored"
-diff -r "$work/tree" "$work/restored" && echo "byte-identical: $(find "$work/restored" -type f | wc -l) files"
+declare -A convert_s read_mbs size
+for format in shard lmdb; do
+  out="$work/dataset.$format"
+  step "convert to $format"
+  t0=$EPOCHREALTIME
+  $packrec convert "$work/tree" "$out" --format "$format" --shard-size 16MiB
+  convert_s[$format]=$(echo "$EPOCHREALTIME - $t0" | bc -l)
+  step "info ($format)"
+  $packrec info "$out"
+  step "read every record sequentially, checksums on ($format)"
+  line=$(build-release/benchmarks/packrec_read_bench "$out" --repeat 3)
+  echo "$line"
+  read_mbs[$format]=$(sed 's/.*MBps=\([0-9.]*\).*/\1/' <<<"$line")
+  size[$format]=$(du -sh "$out" | cut -f1)
+  step "verify --deep ($format): checksums + decode every image"
+  $packrec verify --deep "$out"
+  step "extract ($format) and compare with the original tree"
+  $packrec extract "$out" "$work/restored.$format"
+  diff -r "$work/tree" "$work/restored.$format"
+  echo "byte-identical: $(find "$work/restored.$format" -type f | wc -l) files"
+done
+
 step "summary"
-echo "tree:    $(du -sh "$work/tree" | cut -f1) in $(find "$work/tree" -type f | wc -l) files"
-echo "dataset: $(du -sh "$work/dataset" | cut -f1) in $(ls "$work"/dataset/*.pkr | wc -l) shard files + manifest.json"
+echo "tree: $(du -sh "$work/tree" | cut -f1) in $(find "$work/tree" -type f | wc -l) files"
+printf '%-7s %10s %12s %18s\n' format "on disk" "convert s" "read MB/s (warm)"
+for format in shard lmdb; do
+  printf '%-7s %10s %12.2f %18s\n' "$format" "${size[$format]}" "${convert_s[$format]}" \
+    "${read_mbs[$format]}"
+done
 echo "all checks passed; outputs in $work"
