@@ -132,6 +132,21 @@ CommandResult RunCli(const std::string& args) {
   return result;
 }
 
+ScopedTmpfs::ScopedTmpfs(const fs::path& path, const std::string& size) : path_(path) {
+  fs::create_directories(path_);
+  const std::string command =
+      "mount -t tmpfs -o size=" + size + " tmpfs " + Quote(path_) + " 2>/dev/null";
+  mounted_ = std::system(command.c_str()) == 0;
+}
+
+ScopedTmpfs::~ScopedTmpfs() {
+  if (mounted_) (void)std::system(("umount " + Quote(path_) + " 2>/dev/null").c_str());
+}
+
+bool ScopedTmpfs::RemountReadOnly() const {
+  return std::system(("mount -o remount,ro " + Quote(path_) + " 2>/dev/null").c_str()) == 0;
+}
+
 std::vector<std::pair<std::string, std::vector<std::byte>>> SnapshotTree(const fs::path& root) {
   std::vector<std::pair<std::string, std::vector<std::byte>>> files;
   for (const fs::directory_entry& entry : fs::recursive_directory_iterator(root)) {

@@ -46,6 +46,22 @@ struct CommandResult {
 CommandResult RunCli(const std::string& args);
 std::string Quote(const std::filesystem::path& path);
 
+// A tmpfs of `size` (mount's syntax: "1m") mounted at `path` (created), unmounted on
+// destruction. mounted() is false where the test may not mount one (not root): skip then.
+class ScopedTmpfs {
+ public:
+  ScopedTmpfs(const std::filesystem::path& path, const std::string& size);
+  ~ScopedTmpfs();
+  ScopedTmpfs(const ScopedTmpfs&) = delete;
+  ScopedTmpfs& operator=(const ScopedTmpfs&) = delete;
+  bool mounted() const { return mounted_; }
+  bool RemountReadOnly() const;
+
+ private:
+  std::filesystem::path path_;
+  bool mounted_ = false;
+};
+
 // Every regular file under `root`, as relative path -> bytes.
 std::vector<std::pair<std::string, std::vector<std::byte>>> SnapshotTree(
     const std::filesystem::path& root);

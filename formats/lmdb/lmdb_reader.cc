@@ -3,7 +3,6 @@
 #include <lmdb.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zstd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -15,6 +14,7 @@
 
 #include "core/checksum.h"
 #include "dataset/manifest_json.h"
+#include "dataset/payload.h"
 #include "lmdb/lmdb_format.h"
 #include "lmdb/lmdb_layout.h"
 #include "lmdb/lmdb_status.h"
@@ -155,9 +155,7 @@ class LmdbReader final : public Reader {
 
   Result<RecordView> Read(std::uint64_t index, ReadScratch& scratch) const override {
     if (index >= info_.record_count) {
-      return Status::OutOfRange("record index " + std::to_string(index) +
-                                " is out of range (the dataset has " +
-                                std::to_string(info_.record_count) + " records)");
+      return IndexOutOfRange(index, info_.record_count);
     }
     PACKREC_ASSIGN_OR_RETURN(const Environment* const env, Env());
     ReadTransaction txn;
@@ -329,14 +327,7 @@ class LmdbReader final : public Reader {
       }
     }
     if ((header.flags & kValueZstd) != 0) {
-      if (header.raw_size > (1ull << 32)) return Status::Corruption(where + ": impossible size");
-      scratch.bytes.resize(header.raw_size);
-      const std::size_t size =
-          ZSTD_decompress(scratch.bytes.data(), scratch.bytes.size(), stored.data(), stored.size());
-      if (ZSTD_isError(size) || size != header.raw_size) {
-        return Status::Corruption(where + ": zstd payload does not decompress to " +
-                                  std::to_string(header.raw_size) + " bytes");
-      }
+      PACKREC_RETURN_IF_ERROR(DecompressPayload(stored, header.raw_size, scratch, where));
       view.bytes = scratch.bytes;
     } else {
       if (stored.size() != header.raw_size) {

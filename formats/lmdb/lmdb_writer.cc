@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <lmdb.h>
 #include <unistd.h>
-#include <zstd.h>
 
 #include <string>
 #include <system_error>
@@ -17,6 +16,7 @@
 #include "core/file_io.h"
 #include "core/output_dir.h"
 #include "dataset/manifest_json.h"
+#include "dataset/payload.h"
 #include "lmdb/lmdb_format.h"
 #include "lmdb/lmdb_layout.h"
 #include "lmdb/lmdb_status.h"
@@ -172,28 +172,12 @@ Status LmdbWriter::CommitBatch() {
 
 Status LmdbWriter::Add(const RecordInput& record) {
   if (finished_ || txn_ == nullptr) return Status::Internal("Add on a closed LMDB writer");
-  if (record.key.size() > kMaxKeyBytes) {
-    return Status::InvalidArgument("key of record " + std::to_string(records_) + " is " +
-                                   std::to_string(record.key.size()) + " bytes (max " +
-                                   std::to_string(kMaxKeyBytes) + ")");
-  }
-  std::span<const std::byte> stored = record.bytes;
+  PACKREC_RETURN_IF_ERROR(CheckKeySize(records_, record.key.size(), kMaxKeyBytes));
+  PACKREC_ASSIGN_OR_RETURN(const StoredPayload payload,
+                           PreparePayload(record, options_, compressed_));
+  const std::span<const std::byte> stored = payload.bytes;
   ValueHeader header;
-  // JPEG entropy-coded data does not compress; trying would only burn convert time.
-  if (options_.compression == Compression::kZstd && record.image.encoding != Encoding::kJpeg &&
-      !record.bytes.empty()) {
-    compressed_.resize(ZSTD_compressBound(record.bytes.size()));
-    const std::size_t size =
-        ZSTD_compress(compressed_.data(), compressed_.size(), record.bytes.data(),
-                      record.bytes.size(), options_.compression_level);
-    if (ZSTD_isError(size)) {
-      return Status::Internal(std::string("zstd compression failed: ") + ZSTD_getErrorName(size));
-    }
-    if (size < record.bytes.size()) {
-      stored = std::span<const std::byte>(compressed_.data(), size);
-      header.flags |= kValueZstd;
-    }
-  }
+  header.flags = payload.zstd ? kValueZstd : 0;
   header.encoding = static_cast<std::uint8_t>(record.image.encoding);
   header.channels = record.image.channels;
   header.flags |= record.image.progressive ? kValueProgressive : 0;
@@ -310,12 +294,7 @@ bool LooksLikeLmdbDataset(const fs::path& path) {
 
 Result<std::unique_ptr<DatasetWriter>> CreateLmdbWriter(const fs::path& dir,
                                                         const WriterOptions& options) {
-  if (options.compression == Compression::kZstd &&
-      (options.compression_level < 1 || options.compression_level > ZSTD_maxCLevel())) {
-    return Status::InvalidArgument("--compress zstd level must be 1 to " +
-                                   std::to_string(ZSTD_maxCLevel()) + ", got " +
-                                   std::to_string(options.compression_level));
-  }
+  PACKREC_RETURN_IF_ERROR(ValidateCommonWriterOptions(options));
   if (options.commit_records == 0) {
     return Status::InvalidArgument("--commit-records must be at least 1");
   }

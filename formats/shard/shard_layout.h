@@ -25,8 +25,6 @@ inline constexpr std::size_t kIndexEntrySize = 64;
 inline constexpr std::size_t kIndexAlignment = 8;
 inline constexpr std::size_t kMaxKeyBytes = 0xffff;
 inline constexpr std::uint32_t kMaxAlignBytes = 1u << 20;
-// A stored record never inflates past this when decompressed (guards a forged raw_size).
-inline constexpr std::uint64_t kMaxRawRecordBytes = 1ull << 32;
 
 inline constexpr char kManifestName[] = "manifest.json";
 inline constexpr char kManifestFormatName[] = "packrec-shard";

@@ -1,7 +1,6 @@
 // The shard reader: every shard mapped read-only and validated at open (header, footer, index
 // checksum and the bounds of every index entry), so Read is a bounds-free lookup plus, when
 // enabled, one checksum of the record.
-#include <zstd.h>
 
 #include <algorithm>
 #include <functional>
@@ -11,6 +10,7 @@
 #include "core/checksum.h"
 #include "core/endian.h"
 #include "core/file_io.h"
+#include "dataset/payload.h"
 #include "shard/manifest.h"
 #include "shard/shard_format.h"
 #include "shard/shard_layout.h"
@@ -170,9 +170,7 @@ class ShardReader final : public Reader {
 
   Result<RecordView> Read(std::uint64_t index, ReadScratch& scratch) const override {
     if (index >= info_.record_count) {
-      return Status::OutOfRange("record index " + std::to_string(index) +
-                                " is out of range (the dataset has " +
-                                std::to_string(info_.record_count) + " records)");
+      return IndexOutOfRange(index, info_.record_count);
     }
     const auto it = std::upper_bound(shard_first_.begin(), shard_first_.end(), index);
     const Shard& shard = shards_[static_cast<std::size_t>(it - shard_first_.begin()) - 1];
@@ -334,15 +332,8 @@ class ShardReader final : public Reader {
       }
     }
     if (entry.compression == static_cast<std::uint8_t>(Compression::kZstd)) {
-      scratch.bytes.resize(entry.raw_size);
-      const std::size_t size =
-          ZSTD_decompress(scratch.bytes.data(), scratch.bytes.size(), stored.data(), stored.size());
-      if (ZSTD_isError(size) || size != entry.raw_size) {
-        return Status::Corruption(
-            RecordWhere(shard, index, view.key, entry.offset) + ": zstd payload does not " +
-            "decompress to " + std::to_string(entry.raw_size) + " bytes" +
-            (ZSTD_isError(size) ? std::string(" (") + ZSTD_getErrorName(size) + ")" : ""));
-      }
+      PACKREC_RETURN_IF_ERROR(DecompressPayload(stored, entry.raw_size, scratch,
+                                                RecordWhere(shard, index, view.key, entry.offset)));
       view.bytes = scratch.bytes;
     } else {
       view.bytes = stored;

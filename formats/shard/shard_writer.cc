@@ -1,7 +1,6 @@
 // The shard writer: records appended in order into shard-NNNNNN.pkr.tmp files, each sealed
 // (keys, index, footer, fsync, rename) when the next record would pass the size target; the
 // manifest is written last.
-#include <zstd.h>
 
 #include <algorithm>
 #include <array>
@@ -15,6 +14,7 @@
 #include "core/endian.h"
 #include "core/file_io.h"
 #include "core/output_dir.h"
+#include "dataset/payload.h"
 #include "shard/manifest.h"
 #include "shard/shard_format.h"
 #include "shard/shard_layout.h"
@@ -127,28 +127,11 @@ Status ShardWriter::SealShard() {
 
 Status ShardWriter::Add(const RecordInput& record) {
   if (finished_) return Status::Internal("Add after Finish");
-  if (record.key.size() > kMaxKeyBytes) {
-    return Status::InvalidArgument("key of record " + std::to_string(records_) + " is " +
-                                   std::to_string(record.key.size()) + " bytes (max " +
-                                   std::to_string(kMaxKeyBytes) + ")");
-  }
-  std::span<const std::byte> stored = record.bytes;
-  std::uint8_t compression = 0;
-  // JPEG entropy-coded data does not compress; trying would only burn convert time.
-  if (options_.compression == Compression::kZstd && record.image.encoding != Encoding::kJpeg &&
-      !record.bytes.empty()) {
-    compressed_.resize(ZSTD_compressBound(record.bytes.size()));
-    const std::size_t size =
-        ZSTD_compress(compressed_.data(), compressed_.size(), record.bytes.data(),
-                      record.bytes.size(), options_.compression_level);
-    if (ZSTD_isError(size)) {
-      return Status::Internal(std::string("zstd compression failed: ") + ZSTD_getErrorName(size));
-    }
-    if (size < record.bytes.size()) {
-      stored = std::span<const std::byte>(compressed_.data(), size);
-      compression = static_cast<std::uint8_t>(Compression::kZstd);
-    }
-  }
+  PACKREC_RETURN_IF_ERROR(CheckKeySize(records_, record.key.size(), kMaxKeyBytes));
+  PACKREC_ASSIGN_OR_RETURN(const StoredPayload payload,
+                           PreparePayload(record, options_, compressed_));
+  const std::span<const std::byte> stored = payload.bytes;
+  const std::uint8_t compression = payload.zstd ? static_cast<std::uint8_t>(Compression::kZstd) : 0;
 
   if (current_ && !current_->entries.empty()) {
     const std::uint64_t projected = AlignUp(current_->file->size(), options_.align_bytes) +
@@ -235,12 +218,7 @@ Result<std::unique_ptr<DatasetWriter>> CreateShardWriter(const fs::path& dir,
     return Status::InvalidArgument("--shard-size must be at least 4096 bytes, got " +
                                    std::to_string(options.shard_size_bytes));
   }
-  if (options.compression == Compression::kZstd &&
-      (options.compression_level < 1 || options.compression_level > ZSTD_maxCLevel())) {
-    return Status::InvalidArgument("--compress zstd level must be 1 to " +
-                                   std::to_string(ZSTD_maxCLevel()) + ", got " +
-                                   std::to_string(options.compression_level));
-  }
+  PACKREC_RETURN_IF_ERROR(ValidateCommonWriterOptions(options));
   PACKREC_ASSIGN_OR_RETURN(OutputDirectory out,
                            OutputDirectory::Prepare(dir, kManifestName, options.overwrite));
   return std::unique_ptr<DatasetWriter>(new ShardWriter(std::move(out), options));

@@ -2,8 +2,6 @@
 // 1 MiB tmpfs; skipped (with a message) where the test may not mount one (not root).
 #include <doctest/doctest.h>
 
-#include <cstdlib>
-
 #include "packrec/convert.h"
 #include "packrec/synth.h"
 #include "test_util.h"
@@ -20,17 +18,11 @@ TEST_CASE("disk full during convert: IOError names the file, exit code 6, no par
   synth.per_class = 40;  // about 2 MiB, twice the tmpfs
   REQUIRE(WriteSyntheticTree(dir / "tree", synth).ok());
   const fs::path mount_point = dir / "small";
-  fs::create_directories(mount_point);
-  const std::string mount =
-      "mount -t tmpfs -o size=1m tmpfs " + test::Quote(mount_point) + " 2>/dev/null";
-  if (std::system(mount.c_str()) != 0) {
+  test::ScopedTmpfs tmpfs(mount_point, "1m");
+  if (!tmpfs.mounted()) {
     MESSAGE("skipped: cannot mount a tmpfs here (needs root)");
     return;
   }
-  struct Unmount {
-    fs::path path;
-    ~Unmount() { (void)std::system(("umount " + test::Quote(path) + " 2>/dev/null").c_str()); }
-  } unmount{mount_point};
   ConvertOptions options;
   options.source = dir / "tree";
   options.output = mount_point / "ds";

@@ -1,8 +1,6 @@
 // What only the LMDB format has: map growth, compaction, read-only file systems.
 #include <doctest/doctest.h>
 
-#include <cstdlib>
-
 #include "core/random.h"
 #include "shard_test_util.h"
 
@@ -52,21 +50,15 @@ TEST_CASE(
 TEST_CASE("lmdb: a dataset on a read-only file system opens without a lock file") {
   test::TempDir dir;
   const fs::path mount_point = dir / "ro";
-  fs::create_directories(mount_point);
-  const std::string mount =
-      "mount -t tmpfs -o size=16m tmpfs " + test::Quote(mount_point) + " 2>/dev/null";
-  if (std::system(mount.c_str()) != 0) {
+  test::ScopedTmpfs tmpfs(mount_point, "16m");
+  if (!tmpfs.mounted()) {
     MESSAGE("skipped: cannot mount a tmpfs here (needs root)");
     return;
   }
-  struct Unmount {
-    fs::path path;
-    ~Unmount() { (void)std::system(("umount " + test::Quote(path) + " 2>/dev/null").c_str()); }
-  } unmount{mount_point};
   const auto records = test::MakeRecords(10);
   test::WriteDataset(mount_point / "ds", records, Lmdb());
   fs::remove(mount_point / "ds" / "lock.mdb");
-  REQUIRE(std::system(("mount -o remount,ro " + test::Quote(mount_point)).c_str()) == 0);
+  REQUIRE(tmpfs.RemountReadOnly());
   auto reader = OpenDataset(mount_point / "ds");
   REQUIRE_MESSAGE(reader.ok(), reader.status().ToString());
   ReadScratch scratch;

@@ -1,0 +1,63 @@
+#include "dataset/payload.h"
+
+#include <zstd.h>
+
+namespace packrec {
+
+Result<StoredPayload> PreparePayload(const RecordInput& record, const WriterOptions& options,
+                                     std::vector<std::byte>& buffer) {
+  StoredPayload stored{record.bytes, false};
+  if (options.compression != Compression::kZstd || record.image.encoding == Encoding::kJpeg ||
+      record.bytes.empty()) {
+    return stored;
+  }
+  buffer.resize(ZSTD_compressBound(record.bytes.size()));
+  const std::size_t size = ZSTD_compress(buffer.data(), buffer.size(), record.bytes.data(),
+                                         record.bytes.size(), options.compression_level);
+  if (ZSTD_isError(size)) {
+    return Status::Internal(std::string("zstd compression failed: ") + ZSTD_getErrorName(size));
+  }
+  if (size < record.bytes.size()) stored = {std::span<const std::byte>(buffer.data(), size), true};
+  return stored;
+}
+
+Status ValidateCommonWriterOptions(const WriterOptions& options) {
+  if (options.compression == Compression::kZstd &&
+      (options.compression_level < 1 || options.compression_level > ZSTD_maxCLevel())) {
+    return Status::InvalidArgument("--compress zstd level must be 1 to " +
+                                   std::to_string(ZSTD_maxCLevel()) + ", got " +
+                                   std::to_string(options.compression_level));
+  }
+  return Status::OK();
+}
+
+Status CheckKeySize(std::uint64_t index, std::size_t key_size, std::size_t max_bytes) {
+  if (key_size <= max_bytes) return Status::OK();
+  return Status::InvalidArgument("key of record " + std::to_string(index) + " is " +
+                                 std::to_string(key_size) + " bytes (max " +
+                                 std::to_string(max_bytes) + ")");
+}
+
+Status DecompressPayload(std::span<const std::byte> stored, std::uint64_t raw_size,
+                         ReadScratch& scratch, const std::string& where) {
+  if (raw_size > kMaxRawRecordBytes) {
+    return Status::Corruption(where + ": impossible decompressed size " + std::to_string(raw_size));
+  }
+  scratch.bytes.resize(raw_size);
+  const std::size_t size =
+      ZSTD_decompress(scratch.bytes.data(), scratch.bytes.size(), stored.data(), stored.size());
+  if (ZSTD_isError(size) || size != raw_size) {
+    return Status::Corruption(
+        where + ": zstd payload does not decompress to " + std::to_string(raw_size) + " bytes" +
+        (ZSTD_isError(size) ? std::string(" (") + ZSTD_getErrorName(size) + ")" : ""));
+  }
+  return Status::OK();
+}
+
+Status IndexOutOfRange(std::uint64_t index, std::uint64_t size) {
+  return Status::OutOfRange("record index " + std::to_string(index) +
+                            " is out of range (the dataset has " + std::to_string(size) +
+                            " records)");
+}
+
+}  // namespace packrec

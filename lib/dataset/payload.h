@@ -1,0 +1,47 @@
+// What every format does the same way with a record's payload: optional zstd on the way in,
+// decompression on the way out, and the checks on writer options and keys that go with them.
+// payload.cc is the only file that includes zstd.h.
+#ifndef PACKREC_LIB_DATASET_PAYLOAD_H_
+#define PACKREC_LIB_DATASET_PAYLOAD_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "packrec/reader.h"
+#include "packrec/status.h"
+#include "packrec/writer.h"
+
+namespace packrec {
+
+// Records larger than this never decompress (guards a forged raw size).
+inline constexpr std::uint64_t kMaxRawRecordBytes = 1ull << 32;
+
+struct StoredPayload {
+  std::span<const std::byte> bytes;  // record.bytes, or a zstd frame in the caller's buffer
+  bool zstd = false;
+};
+
+// With zstd enabled, compresses payloads that are not JPEG (entropy-coded data does not compress;
+// trying would only burn convert time) and keeps the frame only when it is smaller.
+Result<StoredPayload> PreparePayload(const RecordInput& record, const WriterOptions& options,
+                                     std::vector<std::byte>& buffer);
+
+// Checks the options every writer shares (compression level), naming the flag.
+Status ValidateCommonWriterOptions(const WriterOptions& options);
+// InvalidArgument when a key is longer than `max_bytes`, naming the record.
+Status CheckKeySize(std::uint64_t index, std::size_t key_size, std::size_t max_bytes);
+
+// Decompresses one zstd frame that must hold exactly `raw_size` bytes into scratch.bytes.
+// Corruption (prefixed with `where`) otherwise.
+Status DecompressPayload(std::span<const std::byte> stored, std::uint64_t raw_size,
+                         ReadScratch& scratch, const std::string& where);
+
+// The OutOfRange error of Read(index) on a dataset of `size` records.
+Status IndexOutOfRange(std::uint64_t index, std::uint64_t size);
+
+}  // namespace packrec
+
+#endif  // PACKREC_LIB_DATASET_PAYLOAD_H_
