@@ -220,7 +220,7 @@ Status LmdbWriter::Finish(const DatasetMetadata& metadata) {
   std::error_code error;
   fs::remove(out_.write_dir() / "lock.mdb", error);  // readers make their own
   bytes_written_ = fs::file_size(data_file, error);
-  PACKREC_RETURN_IF_ERROR(WriteRejectsFile(out_.write_dir(), metadata.rejects));
+  PACKREC_RETURN_IF_ERROR(WriteRejectsFile(out_.write_dir() / "rejects.tsv", metadata.rejects));
   PACKREC_RETURN_IF_ERROR(SyncDirectory(out_.write_dir()));
   PACKREC_RETURN_IF_ERROR(out_.Commit());
   finished_ = true;

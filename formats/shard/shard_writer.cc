@@ -180,7 +180,7 @@ Status ShardWriter::Finish(const DatasetMetadata& metadata) {
                                          records_, payload_bytes_, label_count_);
   manifest.shards = sealed_;
   PACKREC_ASSIGN_OR_RETURN(const std::string text, SerializeManifest(manifest));
-  PACKREC_RETURN_IF_ERROR(WriteRejectsFile(dir_, metadata.rejects));
+  PACKREC_RETURN_IF_ERROR(WriteRejectsFile(dir_ / "rejects.tsv", metadata.rejects));
   PACKREC_RETURN_IF_ERROR(WriteFileAtomically(dir_ / kManifestName, AsBytes(text)));
   PACKREC_RETURN_IF_ERROR(out_.Commit());
   finished_ = true;

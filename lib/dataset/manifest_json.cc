@@ -120,11 +120,11 @@ Result<DatasetManifest> ParseManifestJson(std::string_view text, std::string_vie
   }
 }
 
-Status WriteRejectsFile(const std::filesystem::path& dir, const std::vector<Reject>& rejects) {
+Status WriteRejectsFile(const std::filesystem::path& file, const std::vector<Reject>& rejects) {
   if (rejects.empty()) return Status::OK();
   std::string text = "# path\treason\n";
   for (const Reject& reject : rejects) text += reject.path + "\t" + reject.reason + "\n";
-  return WriteFileAtomically(dir / "rejects.tsv", AsBytes(text));
+  return WriteFileAtomically(file, AsBytes(text));
 }
 
 DatasetInfo InfoFromManifest(const DatasetManifest& manifest, std::string format_short_name) {

@@ -48,8 +48,8 @@ Result<std::string> SerializeManifestJson(const DatasetManifest& manifest);
 Result<DatasetManifest> ParseManifestJson(std::string_view text, std::string_view where,
                                           std::string_view format, std::uint32_t max_version);
 
-// Writes `rejects` to dir/rejects.tsv (path<TAB>reason per line) when there are any.
-Status WriteRejectsFile(const std::filesystem::path& dir, const std::vector<Reject>& rejects);
+// Writes `rejects` to `file` (path<TAB>reason per line, atomically) when there are any.
+Status WriteRejectsFile(const std::filesystem::path& file, const std::vector<Reject>& rejects);
 
 // DatasetInfo with the common fields filled in; `files` is left to the format.
 DatasetInfo InfoFromManifest(const DatasetManifest& manifest, std::string format_short_name);

@@ -3,6 +3,7 @@
 #include <string>
 #include <system_error>
 
+#include "hdf5/hdf5_format.h"
 #include "lmdb/lmdb_format.h"
 #include "packrec/reader.h"
 #include "packrec/writer.h"
@@ -20,9 +21,10 @@ struct FormatEntry {
   Result<std::unique_ptr<DatasetWriter>> (*create)(const fs::path&, const WriterOptions&);
 };
 
-constexpr std::array<FormatEntry, 2> kFormats = {{
+constexpr std::array<FormatEntry, 3> kFormats = {{
     {"shard", shard::LooksLikeShardDataset, shard::OpenShardDataset, shard::CreateShardWriter},
     {"lmdb", lmdb::LooksLikeLmdbDataset, lmdb::OpenLmdbDataset, lmdb::CreateLmdbWriter},
+    {"hdf5", hdf5::LooksLikeHdf5Dataset, hdf5::OpenHdf5Dataset, hdf5::CreateHdf5Writer},
 }};
 
 }  // namespace
@@ -32,6 +34,9 @@ Result<std::unique_ptr<Reader>> OpenDataset(const fs::path& path, const OpenOpti
   if (!fs::exists(path, error)) return Status::NotFound("no such dataset: " + path.string());
   for (const FormatEntry& format : kFormats) {
     if (format.looks_like(path)) return format.open(path, options);
+  }
+  if (fs::is_regular_file(path, error) && fs::file_size(path, error) == 0) {
+    return Status::Truncated(path.string() + " is empty (0 bytes): a dataset file cut short?");
   }
   return Status::NotFound(path.string() +
                           " is not a packrec dataset (no manifest.json; an interrupted convert "

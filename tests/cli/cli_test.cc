@@ -66,6 +66,35 @@ TEST_CASE("cli: the same commands work on an LMDB dataset") {
   CHECK(Contains(again.output, "--overwrite"));
 }
 
+TEST_CASE("cli: the same commands work on an HDF5 file, with rejects beside it") {
+  test::TempDir dir;
+  REQUIRE(RunCli("synth " + Quote(dir / "tree") + " --classes 2 --per-class 8").exit_code == 0);
+  test::WriteText(dir / "tree" / "n01440764" / "broken.jpg", "not an image");
+  auto convert = RunCli("convert -q " + Quote(dir / "tree") + " " + Quote(dir / "data.h5") +
+                        " --format hdf5 --on-error skip");
+  REQUIRE_MESSAGE(convert.exit_code == 0, convert.output);
+  CHECK(fs::exists(dir / "data.h5.rejects.tsv"));
+  CHECK_FALSE(fs::exists(dir / "data.h5.tmp"));
+  CHECK_FALSE(fs::exists(dir / "data.h5.payloads.tmp"));
+  auto info = RunCli("info " + Quote(dir / "data.h5"));
+  CHECK(info.exit_code == 0);
+  CHECK(Contains(info.output, "format    hdf5 (version 1)"));
+  CHECK(Contains(info.output, "records   16 (1 inputs rejected"));
+  auto verify = RunCli("verify --deep " + Quote(dir / "data.h5"));
+  CHECK_MESSAGE(verify.exit_code == 0, verify.output);
+  REQUIRE(RunCli("extract " + Quote(dir / "data.h5") + " " + Quote(dir / "out")).exit_code == 0);
+  fs::remove(dir / "tree" / "n01440764" / "broken.jpg");
+  CHECK(test::SnapshotTree(dir / "tree") == test::SnapshotTree(dir / "out"));
+  auto again =
+      RunCli("convert -q " + Quote(dir / "tree") + " " + Quote(dir / "data.h5") + " --format hdf5");
+  CHECK(again.exit_code == 4);
+  test::WriteText(dir / "notes.txt", "mine");
+  auto not_ours = RunCli("convert -q " + Quote(dir / "tree") + " " + Quote(dir / "notes.txt") +
+                         " --format hdf5 --overwrite");
+  CHECK(not_ours.exit_code == 4);
+  CHECK(Contains(not_ours.output, "not an HDF5 file"));
+}
+
 TEST_CASE("cli: verify exits 5 and names shard, record and key of a damaged record") {
   test::TempDir dir;
   REQUIRE(RunCli("synth " + Quote(dir / "tree") + " --classes 2 --per-class 3").exit_code == 0);

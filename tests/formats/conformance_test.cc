@@ -18,7 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 using test::Copy;
 
-const std::vector<std::string> kFormats = {"shard", "lmdb"};
+const std::vector<std::string> kFormats = {"shard", "lmdb", "hdf5"};
 
 WriterOptions For(const std::string& format) {
   WriterOptions options;
@@ -28,8 +28,17 @@ WriterOptions For(const std::string& format) {
   return options;
 }
 
+// The files of a dataset: the dataset itself when it is one file (HDF5), else its directory's.
+std::vector<fs::path> Files(const fs::path& dataset) {
+  if (fs::is_regular_file(dataset)) return {dataset};
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(dataset)) files.push_back(entry.path());
+  return files;
+}
+
 // The largest file of a dataset: where its records live.
 fs::path DataFile(const fs::path& dataset) {
+  if (fs::is_regular_file(dataset)) return dataset;
   fs::path biggest;
   std::uintmax_t size = 0;
   for (const auto& entry : fs::directory_iterator(dataset)) {
@@ -139,8 +148,8 @@ TEST_CASE("conformance: a corrupt record is named, and every other record still 
     // Flip a byte in the middle of every copy of record 11's payload in whichever file holds it
     // (LMDB may keep stale copies of small values in free pages).
     bool flipped = false;
-    for (const auto& entry : fs::directory_iterator(dir / "ds")) {
-      auto bytes = test::ReadBytes(entry.path());
+    for (const fs::path& file : Files(dir / "ds")) {
+      auto bytes = test::ReadBytes(file);
       const auto& payload = records[target].bytes;
       for (auto it = std::search(bytes.begin(), bytes.end(), payload.begin(), payload.end());
            it != bytes.end();
@@ -148,7 +157,7 @@ TEST_CASE("conformance: a corrupt record is named, and every other record still 
         it[static_cast<std::ptrdiff_t>(payload.size() / 2)] ^= std::byte{0x5a};
         flipped = true;
       }
-      if (flipped) test::WriteBytes(entry.path(), bytes);
+      if (flipped) test::WriteBytes(file, bytes);
     }
     REQUIRE(flipped);
     auto reader = OpenDataset(dir / "ds");

@@ -60,9 +60,10 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
   command->add_option("OUT", args->output, "Dataset directory to create")->required();
   command
       ->add_option("--format", args->options.writer.format,
-                   "Output format: shard (packrec's mmap-friendly shards) or lmdb (one LMDB "
-                   "environment, readable by python-lmdb)")
-      ->check(CLI::IsMember({"shard", "lmdb"}))
+                   "Output format: shard (packrec's mmap-friendly shards), lmdb (an LMDB "
+                   "environment, readable by python-lmdb) or hdf5 (one HDF5 file, readable by "
+                   "h5py; OUT is the file)")
+      ->check(CLI::IsMember({"shard", "lmdb", "hdf5"}))
       ->capture_default_str();
   command
       ->add_option("--shard-size", args->options.writer.shard_size_bytes,

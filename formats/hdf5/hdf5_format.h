@@ -1,0 +1,23 @@
+// Entry points of the HDF5 format, used only by the registry (lib/dataset/registry.cc).
+// hdf5.h is included only in this folder's .cc files.
+#ifndef PACKREC_FORMATS_HDF5_HDF5_FORMAT_H_
+#define PACKREC_FORMATS_HDF5_HDF5_FORMAT_H_
+
+#include <filesystem>
+#include <memory>
+
+#include "packrec/reader.h"
+#include "packrec/writer.h"
+
+namespace packrec::hdf5 {
+
+// A regular file that starts with the HDF5 signature.
+bool LooksLikeHdf5Dataset(const std::filesystem::path& path);
+Result<std::unique_ptr<DatasetWriter>> CreateHdf5Writer(const std::filesystem::path& file,
+                                                        const WriterOptions& options);
+Result<std::unique_ptr<Reader>> OpenHdf5Dataset(const std::filesystem::path& file,
+                                                const OpenOptions& options);
+
+}  // namespace packrec::hdf5
+
+#endif  // PACKREC_FORMATS_HDF5_HDF5_FORMAT_H_

@@ -1,0 +1,244 @@
+// The HDF5 reader: HDF5 is used only at open, under the library lock, to read the manifest and
+// the per-record datasets into memory and to find /data's file offset. Reads then go straight to
+// a read-only mapping of the file (zero-copy views) without HDF5, so they need no lock and scale
+// with threads.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/checksum.h"
+#include "core/file_io.h"
+#include "dataset/manifest_json.h"
+#include "dataset/payload.h"
+#include "hdf5/hdf5_format.h"
+#include "hdf5/hdf5_util.h"
+
+namespace packrec::hdf5 {
+namespace {
+
+namespace fs = std::filesystem;
+
+template <typename T>
+Status ReadVector(hid_t file, const char* name, hid_t memory_type, std::uint64_t expected,
+                  std::vector<T>* values, const fs::path& path) {
+  Handle dataset(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
+  if (!dataset.valid()) {
+    return Hdf5Error(StatusCode::kCorruption, std::string("open /") + name + " in", path);
+  }
+  Handle space(H5Dget_space(dataset.get()), H5Sclose);
+  hsize_t size = 0;
+  if (H5Sget_simple_extent_ndims(space.get()) != 1 ||
+      H5Sget_simple_extent_dims(space.get(), &size, nullptr) != 1 || size != expected) {
+    return Status::Corruption(path.string() + ": /" + name + " holds " + std::to_string(size) +
+                              " values, expected " + std::to_string(expected));
+  }
+  values->resize(size);
+  if (size > 0 &&
+      H5Dread(dataset.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values->data()) < 0) {
+    return Hdf5Error(StatusCode::kCorruption, std::string("read /") + name + " in", path);
+  }
+  return Status::OK();
+}
+
+Result<std::string> ReadStringAttribute(hid_t file, const char* name, const fs::path& path) {
+  Handle attribute(H5Aopen(file, name, H5P_DEFAULT), H5Aclose);
+  if (!attribute.valid()) {
+    return Status::Corruption(path.string() + ": no '" + name +
+                              "' attribute (not written by packrec)");
+  }
+  Handle type(H5Aget_type(attribute.get()), H5Tclose);
+  if (H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) <= 0) {
+    return Status::Corruption(path.string() + ": attribute '" + name + "' is not a string");
+  }
+  char* text = nullptr;
+  if (H5Aread(attribute.get(), type.get(), &text) < 0 || text == nullptr) {
+    return Hdf5Error(StatusCode::kCorruption, std::string("read attribute ") + name + " of", path);
+  }
+  std::string value(text);
+  H5free_memory(text);
+  return value;
+}
+
+struct Index {
+  std::vector<std::uint64_t> offsets;  // N + 1, into /data
+  std::vector<std::int64_t> labels;
+  std::vector<std::string> keys;
+  std::vector<std::uint32_t> widths, heights;
+  std::vector<std::uint8_t> channels, encodings, flags;
+  std::vector<std::uint64_t> checksums, raw_sizes;
+  std::uint64_t data_offset = 0;  // of /data in the file
+  std::uint64_t data_size = 0;
+};
+
+Status ReadIndex(const fs::path& path, std::uint64_t count, Index* index) {
+  std::lock_guard lock(LibraryMutex());
+  SilenceLibrary();
+  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!file.valid()) {
+    const std::string detail = LastError();
+    const bool truncated = detail.find("truncated") != std::string::npos;
+    return Status(truncated ? StatusCode::kTruncated : StatusCode::kCorruption,
+                  "hdf5 open " + path.string() + ": " + (detail.empty() ? "unreadable" : detail));
+  }
+  const hid_t f = file.get();
+  PACKREC_RETURN_IF_ERROR(
+      ReadVector(f, kOffsets, H5T_NATIVE_UINT64, count + 1, &index->offsets, path));
+  PACKREC_RETURN_IF_ERROR(ReadVector(f, kLabels, H5T_NATIVE_INT64, count, &index->labels, path));
+  PACKREC_RETURN_IF_ERROR(ReadVector(f, kWidth, H5T_NATIVE_UINT32, count, &index->widths, path));
+  PACKREC_RETURN_IF_ERROR(ReadVector(f, kHeight, H5T_NATIVE_UINT32, count, &index->heights, path));
+  PACKREC_RETURN_IF_ERROR(
+      ReadVector(f, kChannels, H5T_NATIVE_UINT8, count, &index->channels, path));
+  PACKREC_RETURN_IF_ERROR(
+      ReadVector(f, kEncoding, H5T_NATIVE_UINT8, count, &index->encodings, path));
+  PACKREC_RETURN_IF_ERROR(ReadVector(f, kFlags, H5T_NATIVE_UINT8, count, &index->flags, path));
+  PACKREC_RETURN_IF_ERROR(
+      ReadVector(f, kChecksums, H5T_NATIVE_UINT64, count, &index->checksums, path));
+  PACKREC_RETURN_IF_ERROR(
+      ReadVector(f, "raw_sizes", H5T_NATIVE_UINT64, count, &index->raw_sizes, path));
+  {
+    Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(type.get(), H5T_VARIABLE);
+    std::vector<char*> pointers;
+    PACKREC_RETURN_IF_ERROR(ReadVector(f, kKeys, type.get(), count, &pointers, path));
+    for (char*& key : pointers) {
+      index->keys.emplace_back(key != nullptr ? key : "");
+      H5free_memory(key);
+    }
+  }
+  Handle data(H5Dopen2(f, kData, H5P_DEFAULT), H5Dclose);
+  if (!data.valid()) return Hdf5Error(StatusCode::kCorruption, "open /data in", path);
+  Handle plist(H5Dget_create_plist(data.get()), H5Pclose);
+  if (H5Pget_layout(plist.get()) != H5D_CONTIGUOUS) {
+    return Status::Corruption(path.string() + ": /data is not contiguous, so it cannot be mapped");
+  }
+  Handle space(H5Dget_space(data.get()), H5Sclose);
+  hsize_t size = 0;
+  H5Sget_simple_extent_dims(space.get(), &size, nullptr);
+  index->data_size = size;
+  const haddr_t offset = H5Dget_offset(data.get());
+  if (size > 0 && offset == HADDR_UNDEF) {
+    return Status::Corruption(path.string() + ": /data has no storage");
+  }
+  index->data_offset = size > 0 ? offset : 0;
+  return Status::OK();
+}
+
+class Hdf5Reader final : public Reader {
+ public:
+  Hdf5Reader(fs::path path, OpenOptions options, DatasetInfo info, Index index, MappedFile map)
+      : path_(std::move(path)),
+        options_(options),
+        info_(std::move(info)),
+        index_(std::move(index)),
+        map_(std::move(map)) {}
+
+  const DatasetInfo& info() const override { return info_; }
+
+  Result<RecordView> Read(std::uint64_t index, ReadScratch& scratch) const override {
+    if (index >= info_.record_count) return IndexOutOfRange(index, info_.record_count);
+    return View(index, scratch, options_.verify_checksums);
+  }
+
+  VerifyStats Verify(VerifyReporter& reporter) const override {
+    VerifyStats stats;
+    ReadScratch scratch;
+    for (std::uint64_t i = 0; i < info_.record_count; ++i) {
+      ++stats.records_checked;
+      Result<RecordView> view = View(i, scratch, /*verify=*/true);
+      if (view.ok()) {
+        stats.bytes_checked += index_.offsets[i + 1] - index_.offsets[i];
+        continue;
+      }
+      reporter.Report({path_.filename().string(), i, index_.keys[i],
+                       index_.data_offset + index_.offsets[i], view.status()});
+      ++stats.problems;
+    }
+    return stats;
+  }
+
+ private:
+  Result<RecordView> View(std::uint64_t i, ReadScratch& scratch, bool verify) const {
+    const std::span<const std::byte> stored = map_.bytes().subspan(
+        index_.data_offset + index_.offsets[i], index_.offsets[i + 1] - index_.offsets[i]);
+    RecordView view;
+    view.index = i;
+    view.key = index_.keys[i];
+    view.label = static_cast<std::uint32_t>(index_.labels[i]);
+    view.width = index_.widths[i];
+    view.height = index_.heights[i];
+    view.channels = index_.channels[i];
+    view.encoding = static_cast<Encoding>(index_.encodings[i]);
+    const std::string where = path_.string() + ": record " + std::to_string(i) + " (key '" +
+                              index_.keys[i] + "') at byte offset " +
+                              std::to_string(index_.data_offset + index_.offsets[i]);
+    if (verify) {
+      const std::uint64_t computed = Xxh64(stored, /*seed=*/i);
+      if (computed != index_.checksums[i]) {
+        return Status::Corruption(where + ": checksum mismatch (stored " +
+                                  Hex64(index_.checksums[i]) + ", computed " + Hex64(computed) +
+                                  ")");
+      }
+    }
+    if ((index_.flags[i] & kFlagZstd) != 0) {
+      PACKREC_RETURN_IF_ERROR(DecompressPayload(stored, index_.raw_sizes[i], scratch, where));
+      view.bytes = scratch.bytes;
+    } else {
+      view.bytes = stored;
+    }
+    return view;
+  }
+
+  fs::path path_;
+  OpenOptions options_;
+  DatasetInfo info_;
+  Index index_;
+  MappedFile map_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Reader>> OpenHdf5Dataset(const fs::path& path, const OpenOptions& options) {
+  std::string manifest_text;
+  {
+    std::lock_guard lock(LibraryMutex());
+    SilenceLibrary();
+    Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    if (!file.valid()) {
+      const std::string detail = LastError();
+      const bool truncated = detail.find("truncated") != std::string::npos;
+      return Status(truncated ? StatusCode::kTruncated : StatusCode::kCorruption,
+                    "hdf5 open " + path.string() + ": " + (detail.empty() ? "unreadable" : detail));
+    }
+    PACKREC_ASSIGN_OR_RETURN(manifest_text,
+                             ReadStringAttribute(file.get(), kManifestAttribute, path));
+  }
+  PACKREC_ASSIGN_OR_RETURN(const DatasetManifest manifest,
+                           ParseManifestJson(manifest_text, path.string() + " (manifest)",
+                                             kManifestFormatName, kHdf5FormatVersion));
+  Index index;
+  PACKREC_RETURN_IF_ERROR(ReadIndex(path, manifest.record_count, &index));
+  // The index must describe /data exactly: increasing offsets that end at its size.
+  for (std::uint64_t i = 0; i < manifest.record_count; ++i) {
+    if (index.offsets[i] > index.offsets[i + 1]) {
+      return Status::Corruption(path.string() + ": /offsets decrease at record " +
+                                std::to_string(i));
+    }
+  }
+  if (index.offsets.front() != 0 || index.offsets.back() != index.data_size) {
+    return Status::Corruption(path.string() + ": /offsets end at " +
+                              std::to_string(index.offsets.back()) + ", /data holds " +
+                              std::to_string(index.data_size) + " bytes");
+  }
+  PACKREC_ASSIGN_OR_RETURN(MappedFile map, MappedFile::Open(path));
+  if (index.data_offset + index.data_size > map.size()) {
+    return Status::Truncated(path.string() + ": truncated (/data ends at byte " +
+                             std::to_string(index.data_offset + index.data_size) +
+                             ", the file at " + std::to_string(map.size()) + ")");
+  }
+  DatasetInfo info = InfoFromManifest(manifest, "hdf5");
+  info.files.push_back({path.filename().string(), 0, manifest.record_count, map.size()});
+  return std::unique_ptr<Reader>(
+      new Hdf5Reader(path, options, std::move(info), std::move(index), std::move(map)));
+}
+
+}  // namespace packrec::hdf5

@@ -1,0 +1,84 @@
+// Small helpers over the HDF5 C API: owned identifiers, the library lock, error text.
+#ifndef PACKREC_FORMATS_HDF5_HDF5_UTIL_H_
+#define PACKREC_FORMATS_HDF5_HDF5_UTIL_H_
+
+#include <hdf5.h>
+
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "packrec/status.h"
+
+namespace packrec::hdf5 {
+
+inline constexpr std::uint32_t kHdf5FormatVersion = 1;
+inline constexpr char kManifestFormatName[] = "packrec-hdf5";
+inline constexpr char kManifestAttribute[] = "packrec_manifest";
+inline constexpr char kClassesAttribute[] = "classes";
+// Dataset names: docs/formats/hdf5.md.
+inline constexpr char kData[] = "data";
+inline constexpr char kOffsets[] = "offsets";
+inline constexpr char kLabels[] = "labels";
+inline constexpr char kKeys[] = "keys";
+inline constexpr char kWidth[] = "width";
+inline constexpr char kHeight[] = "height";
+inline constexpr char kChannels[] = "channels";
+inline constexpr char kEncoding[] = "encoding";
+inline constexpr char kFlags[] = "flags";
+inline constexpr char kSubsampling[] = "subsampling";
+inline constexpr char kChecksums[] = "checksums";
+
+enum RecordFlags : std::uint8_t {
+  kFlagProgressive = 1u << 0,
+  kFlagZstd = 1u << 1,
+};
+
+// Every HDF5 call in packrec holds this lock: a library built without thread safety must not be
+// entered from two threads, and only open and write use HDF5 at all (reads go through the map).
+std::mutex& LibraryMutex();
+
+// Turns off HDF5's printing of its error stack to stderr (once); errors become Status values.
+void SilenceLibrary();
+
+// The innermost message of the current HDF5 error stack ("" when there is none).
+std::string LastError();
+
+// An HDF5 identifier closed with `close` on destruction.
+class Handle {
+ public:
+  Handle() = default;
+  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  ~Handle() { Reset(); }
+  Handle(Handle&& other) noexcept
+      : id_(std::exchange(other.id_, H5I_INVALID_HID)), close_(other.close_) {}
+  Handle& operator=(Handle&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      id_ = std::exchange(other.id_, H5I_INVALID_HID);
+      close_ = other.close_;
+    }
+    return *this;
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+
+  hid_t get() const { return id_; }
+  bool valid() const { return id_ >= 0; }
+  void Reset() {
+    if (id_ >= 0 && close_ != nullptr) close_(id_);
+    id_ = H5I_INVALID_HID;
+  }
+
+ private:
+  hid_t id_ = H5I_INVALID_HID;
+  herr_t (*close_)(hid_t) = nullptr;
+};
+
+// "hdf5 <operation> <path>: <HDF5's message>" as `code`.
+Status Hdf5Error(StatusCode code, const std::string& operation, const std::filesystem::path& path);
+
+}  // namespace packrec::hdf5
+
+#endif  // PACKREC_FORMATS_HDF5_HDF5_UTIL_H_

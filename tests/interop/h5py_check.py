@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""Reads a packrec HDF5 dataset with h5py (Debian python3-h5py), a peer we did not write.
+
+Usage: h5py_check.py PACKREC_CLI WORK_DIR
+Converts a synthetic tree with the packrec CLI to HDF5, then checks with h5py alone that every
+record's key, label and bytes match the original files (docs/formats/hdf5.md). Exit 77 (skipped)
+without h5py.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+try:
+    import h5py
+except ImportError:
+    print("skipped: python3-h5py is not installed")
+    sys.exit(77)
+
+cli, work = sys.argv[1], sys.argv[2]
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+tree, dataset = os.path.join(work, "tree"), os.path.join(work, "data.h5")
+subprocess.run([cli, "synth", tree, "--classes", "3", "--per-class", "15", "--seed", "6"],
+               check=True, stdout=subprocess.DEVNULL)
+subprocess.run([cli, "convert", "-q", tree, dataset, "--format", "hdf5"],
+               check=True, stdout=subprocess.DEVNULL)
+
+classes = sorted(d for d in os.listdir(tree) if os.path.isdir(os.path.join(tree, d)))
+with h5py.File(dataset, "r") as f:
+    manifest = json.loads(f.attrs["packrec_manifest"])
+    assert manifest["format"] == "packrec-hdf5", manifest["format"]
+    stored_classes = [c.decode() if isinstance(c, bytes) else c for c in f.attrs["classes"]]
+    assert stored_classes == classes, stored_classes
+    data, offsets, labels, keys = f["data"], f["offsets"][:], f["labels"][:], f["keys"]
+    assert data.dtype == "uint8" and data.id.get_offset() is not None  # contiguous, mappable
+    n = len(labels)
+    assert n == manifest["record_count"] == 45 and len(offsets) == n + 1
+    for i in range(n):
+        key = keys[i].decode() if isinstance(keys[i], bytes) else keys[i]
+        payload = data[offsets[i]:offsets[i + 1]].tobytes()
+        with open(os.path.join(tree, key), "rb") as original:
+            assert payload == original.read(), key
+        assert labels[i] == classes.index(key.split("/")[0]), (key, labels[i])
+        assert f["width"][i] > 0 and f["height"][i] > 0
+print(f"h5py read {n} records, bytes and labels identical")
