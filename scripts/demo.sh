@@ -18,7 +18,7 @@ step() { printf '\n== %s\n' "$*"; }
 step "synth: 20 classes x 100 images"
 $packrec synth "$work/tree" --classes 20 --per-class 100 --seed 2026
 declare -A convert_s read_mbs size
-for format in shard lmdb; do
+for format in shard lmdb hdf5; do
   out="$work/dataset.$format"
   step "convert to $format"
   t0=$EPOCHREALTIME
@@ -42,7 +42,7 @@ done
 step "summary"
 echo "tree: $(du -sh "$work/tree" | cut -f1) in $(find "$work/tree" -type f | wc -l) files"
 printf '%-7s %10s %12s %18s\n' format "on disk" "convert s" "read MB/s (warm)"
-for format in shard lmdb; do
+for format in shard lmdb hdf5; do
   printf '%-7s %10s %12.2f %18s\n' "$format" "${size[$format]}" "${convert_s[$format]}" \
     "${read_mbs[$format]}"
 done
