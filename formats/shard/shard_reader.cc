@@ -10,6 +10,7 @@
 #include "core/checksum.h"
 #include "core/endian.h"
 #include "core/file_io.h"
+#include "core/range_stream.h"
 #include "dataset/payload.h"
 #include "shard/manifest.h"
 #include "shard/shard_format.h"
@@ -19,11 +20,6 @@ namespace packrec::shard {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Sequential scans read whole records in windows of up to this many bytes (one larger record is
-// read alone): small enough to stay in L2 between the copy and the checksum (128 KiB beat
-// 256 KiB and 1 MiB on the benchmark machine).
-constexpr std::uint64_t kStreamWindowBytes = 128 << 10;
 
 struct Shard {
   ManifestShard meta;
@@ -254,41 +250,20 @@ class ShardReader final : public Reader {
   using StoredVisitor =
       std::function<Status(std::uint64_t, const IndexEntry&, std::span<const std::byte>)>;
 
-  // Calls `on_record` with the stored bytes of records [begin, end) of `shard`, in order. Reads
-  // with pread in windows of whole records instead of touching the mapping: on a warm cache a
-  // copy through read() is cheaper than faulting every page of the mapping in (measured in
-  // docs/benchmarks.md), and a file that shrinks under us gives an error, not SIGBUS.
-  // Single-threaded on purpose: a reader thread handing windows over cost more in wake-ups than
-  // it saved (measured); overlapping I/O with work is the loader's job.
+  // Calls `on_record` with the stored bytes of records [begin, end) of `shard`, in order,
+  // streamed through pread windows (core/range_stream.h).
   static Status StreamShard(const Shard& shard, const RandomAccessFile& file, std::uint64_t begin,
                             std::uint64_t end, const StoredVisitor& on_record) {
     const std::uint64_t first = shard.meta.first_record;
-    if (begin >= end) return Status::OK();
-    file.AdviseSequential(shard.Entry(begin - first).offset, shard.footer.keys_offset);
-    std::vector<std::byte> window;
-    for (std::uint64_t i = begin; i < end;) {
-      // The window: record i and the records after it that follow it on disk and still fit.
-      const IndexEntry head = shard.Entry(i - first);
-      std::uint64_t window_end = head.offset + head.stored_size;
-      std::uint64_t last = i;
-      for (; last + 1 < end; ++last) {
-        const IndexEntry next = shard.Entry(last + 1 - first);
-        if (next.offset < window_end ||
-            next.offset + next.stored_size - head.offset > kStreamWindowBytes) {
-          break;
-        }
-        window_end = next.offset + next.stored_size;
-      }
-      window.resize(window_end - head.offset);
-      PACKREC_RETURN_IF_ERROR(file.ReadExact(head.offset, window));
-      for (; i <= last; ++i) {
-        const IndexEntry entry = shard.Entry(i - first);
-        PACKREC_RETURN_IF_ERROR(on_record(i, entry,
-                                          std::span<const std::byte>(window).subspan(
-                                              entry.offset - head.offset, entry.stored_size)));
-      }
-    }
-    return Status::OK();
+    return StreamRanges(
+        file, begin, end,
+        [&](std::uint64_t i) {
+          const IndexEntry entry = shard.Entry(i - first);
+          return std::pair{entry.offset, entry.stored_size};
+        },
+        [&](std::uint64_t i, std::span<const std::byte> stored) {
+          return on_record(i, shard.Entry(i - first), stored);
+        });
   }
 
   static Result<std::uint64_t> HashFile(const RandomAccessFile& file, std::uint64_t size) {
