@@ -72,17 +72,8 @@ struct Index {
   std::uint64_t data_size = 0;
 };
 
-Status ReadIndex(const fs::path& path, std::uint64_t count, Index* index) {
-  std::lock_guard lock(LibraryMutex());
-  SilenceLibrary();
-  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  if (!file.valid()) {
-    const std::string detail = LastError();
-    const bool truncated = detail.find("truncated") != std::string::npos;
-    return Status(truncated ? StatusCode::kTruncated : StatusCode::kCorruption,
-                  "hdf5 open " + path.string() + ": " + (detail.empty() ? "unreadable" : detail));
-  }
-  const hid_t f = file.get();
+// REQUIRES: the caller holds LibraryMutex().
+Status ReadIndex(hid_t f, const fs::path& path, std::uint64_t count, Index* index) {
   PACKREC_RETURN_IF_ERROR(
       ReadVector(f, kOffsets, H5T_NATIVE_UINT64, count + 1, &index->offsets, path));
   PACKREC_RETURN_IF_ERROR(ReadVector(f, kLabels, H5T_NATIVE_INT64, count, &index->labels, path));
@@ -241,7 +232,8 @@ class Hdf5Reader final : public Reader {
 }  // namespace
 
 Result<std::unique_ptr<Reader>> OpenHdf5Dataset(const fs::path& path, const OpenOptions& options) {
-  std::string manifest_text;
+  DatasetManifest manifest;
+  Index index;
   {
     std::lock_guard lock(LibraryMutex());
     SilenceLibrary();
@@ -252,14 +244,13 @@ Result<std::unique_ptr<Reader>> OpenHdf5Dataset(const fs::path& path, const Open
       return Status(truncated ? StatusCode::kTruncated : StatusCode::kCorruption,
                     "hdf5 open " + path.string() + ": " + (detail.empty() ? "unreadable" : detail));
     }
-    PACKREC_ASSIGN_OR_RETURN(manifest_text,
+    PACKREC_ASSIGN_OR_RETURN(const std::string manifest_text,
                              ReadStringAttribute(file.get(), kManifestAttribute, path));
+    PACKREC_ASSIGN_OR_RETURN(manifest,
+                             ParseManifestJson(manifest_text, path.string() + " (manifest)",
+                                               kManifestFormatName, kHdf5FormatVersion));
+    PACKREC_RETURN_IF_ERROR(ReadIndex(file.get(), path, manifest.record_count, &index));
   }
-  PACKREC_ASSIGN_OR_RETURN(const DatasetManifest manifest,
-                           ParseManifestJson(manifest_text, path.string() + " (manifest)",
-                                             kManifestFormatName, kHdf5FormatVersion));
-  Index index;
-  PACKREC_RETURN_IF_ERROR(ReadIndex(path, manifest.record_count, &index));
   // The index must describe /data exactly: increasing offsets that end at its size.
   for (std::uint64_t i = 0; i < manifest.record_count; ++i) {
     if (index.offsets[i] > index.offsets[i + 1]) {
