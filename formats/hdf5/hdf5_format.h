@@ -1,5 +1,5 @@
 // Entry points of the HDF5 format, used only by the registry (lib/dataset/registry.cc).
-// hdf5.h is included only in this folder's .cc files.
+// hdf5.h is included only in this folder (hdf5_util.h and the .cc files).
 #ifndef PACKREC_FORMATS_HDF5_HDF5_FORMAT_H_
 #define PACKREC_FORMATS_HDF5_HDF5_FORMAT_H_
 
