@@ -211,14 +211,7 @@ Status Hdf5Writer::Finish(const DatasetMetadata& metadata) {
   std::error_code error;
   fs::remove(tmp, error);  // a leftover of an interrupted run
   PACKREC_RETURN_IF_ERROR(WriteFile(tmp, text, metadata.classes));
-  {
-    const int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoStatus("open", tmp, errno);
-    const int rc = ::fsync(fd);
-    const int sync_errno = errno;
-    ::close(fd);
-    if (rc != 0) return ErrnoStatus("fsync", tmp, sync_errno);
-  }
+  PACKREC_RETURN_IF_ERROR(SyncFile(tmp));
   if (!metadata.rejects.empty()) {
     std::string rejects = "# path\treason\n";
     for (const Reject& reject : metadata.rejects)

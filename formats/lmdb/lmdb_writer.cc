@@ -4,9 +4,7 @@
 // writes the manifest key, then compacts (mdb_env_copy2 with MDB_CP_COMPACT) only when free pages
 // are worth it: an append-only load frees only the few leaf and branch pages that commits copied,
 // and the compacting copy costs two syscalls per overflow record (measured: 6x slower overall).
-#include <fcntl.h>
 #include <lmdb.h>
-#include <unistd.h>
 
 #include <string>
 #include <system_error>
@@ -253,15 +251,7 @@ Status LmdbWriter::CompactIfWorthIt() {
   const int rc = mdb_env_copy2(env_, compact_dir.c_str(), MDB_CP_COMPACT);
   if (rc != MDB_SUCCESS) return LmdbError(rc, "compacting copy to", compact_dir);
   CloseEnvironment();
-  {
-    const fs::path copy = compact_dir / kDataFileName;
-    const int fd = ::open(copy.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoStatus("open", copy, errno);
-    const int sync_rc = ::fsync(fd);
-    const int sync_errno = errno;
-    ::close(fd);
-    if (sync_rc != 0) return ErrnoStatus("fsync", copy, sync_errno);
-  }
+  PACKREC_RETURN_IF_ERROR(SyncFile(compact_dir / kDataFileName));
   PACKREC_RETURN_IF_ERROR(RenamePath(compact_dir / kDataFileName, data_file));
   fs::remove_all(compact_dir, error);
   return Status::OK();

@@ -211,14 +211,24 @@ Status RenamePath(const std::filesystem::path& from, const std::filesystem::path
   return Status::OK();
 }
 
-Status SyncDirectory(const std::filesystem::path& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("open directory", dir, errno);
+namespace {
+
+Status SyncPath(const std::filesystem::path& path, int flags, const char* what) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | flags);
+  if (fd < 0) return ErrnoStatus(std::string("open ") + what, path, errno);
   Status status;
-  if (::fsync(fd) != 0) status = ErrnoStatus("fsync directory", dir, errno);
+  if (::fsync(fd) != 0) status = ErrnoStatus(std::string("fsync ") + what, path, errno);
   ::close(fd);
   return status;
 }
+
+}  // namespace
+
+Status SyncDirectory(const std::filesystem::path& dir) {
+  return SyncPath(dir, O_DIRECTORY, "directory");
+}
+
+Status SyncFile(const std::filesystem::path& file) { return SyncPath(file, 0, "file"); }
 
 Status WriteFileAtomically(const std::filesystem::path& path, std::span<const std::byte> bytes) {
   std::filesystem::path tmp = path;

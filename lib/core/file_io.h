@@ -94,6 +94,8 @@ class MappedFile {
 
 Status RenamePath(const std::filesystem::path& from, const std::filesystem::path& to);
 Status SyncDirectory(const std::filesystem::path& dir);
+// fsync of a file written by someone else (a library that closed it without syncing).
+Status SyncFile(const std::filesystem::path& file);
 // Writes `bytes` to path.tmp, fsyncs, renames over `path`, fsyncs the directory.
 Status WriteFileAtomically(const std::filesystem::path& path, std::span<const std::byte> bytes);
 // Writes a new file (fails if it exists unless overwrite) without the rename dance.
