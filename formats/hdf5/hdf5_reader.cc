@@ -1,7 +1,8 @@
-// The HDF5 reader: HDF5 is used only at open, under the library lock, to read the manifest and
-// the per-record datasets into memory and to find /data's file offset. Reads then go straight to
-// a read-only mapping of the file (zero-copy views) without HDF5, so they need no lock and scale
-// with threads.
+// The HDF5 reader. Encoded layout: HDF5 is used only at open, under the library lock, to read the
+// manifest and the per-record datasets into memory and to find /data's file offset. Reads then go
+// straight to a read-only mapping of the file (zero-copy views) without HDF5, so they need no lock
+// and scale with threads. Pixels layout: /images is chunked (maybe deflated), so every read goes
+// through HDF5 under the lock into the caller's scratch.
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -70,12 +71,83 @@ struct Index {
   std::vector<std::uint64_t> checksums, raw_sizes;
   std::uint64_t data_offset = 0;  // of /data in the file
   std::uint64_t data_size = 0;
+  bool pixels = false;  // the pixels layout: /images instead of /data and /offsets
+  std::uint32_t pixel_height = 0, pixel_width = 0;
+};
+
+// Reads single images out of the pixels layout's /images. HDF5 identifiers are opened, used and
+// closed under the library lock.
+class PixelSource {
+ public:
+  PixelSource(Handle file, Handle images, fs::path path, std::uint32_t height, std::uint32_t width)
+      : file_(std::move(file)),
+        images_(std::move(images)),
+        path_(std::move(path)),
+        height_(height),
+        width_(width) {}
+  ~PixelSource() {
+    std::lock_guard lock(LibraryMutex());
+    images_.Reset();
+    file_.Reset();
+  }
+  PixelSource(const PixelSource&) = delete;
+  PixelSource& operator=(const PixelSource&) = delete;
+
+  std::size_t image_bytes() const { return std::size_t{height_} * width_ * 3; }
+
+  Status Read(std::uint64_t index, std::span<std::byte> out) const {
+    const hsize_t start[4] = {index, 0, 0, 0};
+    const hsize_t count[4] = {1, height_, width_, 3};
+    std::lock_guard lock(LibraryMutex());
+    Handle file_space(H5Dget_space(images_.get()), H5Sclose);
+    H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
+    Handle memory_space(H5Screate_simple(4, count, nullptr), H5Sclose);
+    if (H5Dread(images_.get(), H5T_NATIVE_UINT8, memory_space.get(), file_space.get(), H5P_DEFAULT,
+                out.data()) < 0) {
+      return Hdf5Error(StatusCode::kCorruption, "read /images[" + std::to_string(index) + "] of",
+                       path_);
+    }
+    return Status::OK();
+  }
+
+ private:
+  Handle file_;
+  Handle images_;
+  fs::path path_;
+  std::uint32_t height_, width_;
 };
 
 // REQUIRES: the caller holds LibraryMutex().
+Status ReadImagesShape(hid_t f, const fs::path& path, std::uint64_t count, Index* index) {
+  Handle images(H5Dopen2(f, kImages, H5P_DEFAULT), H5Dclose);
+  if (!images.valid()) return Hdf5Error(StatusCode::kCorruption, "open /images in", path);
+  Handle space(H5Dget_space(images.get()), H5Sclose);
+  hsize_t dims[4] = {};
+  if (H5Sget_simple_extent_ndims(space.get()) != 4 ||
+      H5Sget_simple_extent_dims(space.get(), dims, nullptr) != 4 || dims[0] != count ||
+      dims[3] != 3 || dims[1] == 0 || dims[2] == 0 || dims[1] > 65535 || dims[2] > 65535) {
+    return Status::Corruption(path.string() + ": /images is not " + std::to_string(count) +
+                              " x H x W x 3");
+  }
+  index->pixel_height = static_cast<std::uint32_t>(dims[1]);
+  index->pixel_width = static_cast<std::uint32_t>(dims[2]);
+  for (std::uint64_t i = 0; i < count; ++i) {
+    if (index->encodings[i] != static_cast<std::uint8_t>(Encoding::kRawRgb) ||
+        index->flags[i] != 0) {
+      return Status::Corruption(path.string() + ": record " + std::to_string(i) +
+                                " of the pixels layout is not marked raw RGB");
+    }
+  }
+  return Status::OK();
+}
+
+// REQUIRES: the caller holds LibraryMutex().
 Status ReadIndex(hid_t f, const fs::path& path, std::uint64_t count, Index* index) {
-  PACKREC_RETURN_IF_ERROR(
-      ReadVector(f, kOffsets, H5T_NATIVE_UINT64, count + 1, &index->offsets, path));
+  index->pixels = H5Lexists(f, kImages, H5P_DEFAULT) > 0;
+  if (!index->pixels) {
+    PACKREC_RETURN_IF_ERROR(
+        ReadVector(f, kOffsets, H5T_NATIVE_UINT64, count + 1, &index->offsets, path));
+  }
   PACKREC_RETURN_IF_ERROR(ReadVector(f, kLabels, H5T_NATIVE_INT64, count, &index->labels, path));
   PACKREC_RETURN_IF_ERROR(ReadVector(f, kWidth, H5T_NATIVE_UINT32, count, &index->widths, path));
   PACKREC_RETURN_IF_ERROR(ReadVector(f, kHeight, H5T_NATIVE_UINT32, count, &index->heights, path));
@@ -87,7 +159,7 @@ Status ReadIndex(hid_t f, const fs::path& path, std::uint64_t count, Index* inde
   PACKREC_RETURN_IF_ERROR(
       ReadVector(f, kChecksums, H5T_NATIVE_UINT64, count, &index->checksums, path));
   PACKREC_RETURN_IF_ERROR(
-      ReadVector(f, "raw_sizes", H5T_NATIVE_UINT64, count, &index->raw_sizes, path));
+      ReadVector(f, kRawSizes, H5T_NATIVE_UINT64, count, &index->raw_sizes, path));
   {
     Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
     H5Tset_size(type.get(), H5T_VARIABLE);
@@ -98,6 +170,7 @@ Status ReadIndex(hid_t f, const fs::path& path, std::uint64_t count, Index* inde
       H5free_memory(key);
     }
   }
+  if (index->pixels) return ReadImagesShape(f, path, count, index);
   Handle data(H5Dopen2(f, kData, H5P_DEFAULT), H5Dclose);
   if (!data.valid()) return Hdf5Error(StatusCode::kCorruption, "open /data in", path);
   Handle plist(H5Dget_create_plist(data.get()), H5Pclose);
@@ -118,23 +191,27 @@ Status ReadIndex(hid_t f, const fs::path& path, std::uint64_t count, Index* inde
 
 class Hdf5Reader final : public Reader {
  public:
-  Hdf5Reader(fs::path path, OpenOptions options, DatasetInfo info, Index index, MappedFile map)
+  Hdf5Reader(fs::path path, OpenOptions options, DatasetInfo info, Index index, MappedFile map,
+             std::unique_ptr<PixelSource> pixels)
       : path_(std::move(path)),
         options_(options),
         info_(std::move(info)),
         index_(std::move(index)),
-        map_(std::move(map)) {}
+        map_(std::move(map)),
+        pixels_(std::move(pixels)) {}
 
   const DatasetInfo& info() const override { return info_; }
 
   Result<RecordView> Read(std::uint64_t index, ReadScratch& scratch) const override {
     if (index >= info_.record_count) return IndexOutOfRange(index, info_.record_count);
+    if (pixels_ != nullptr) return ReadPixels(index, scratch, options_.verify_checksums);
     return View(index, scratch, options_.verify_checksums);
   }
 
   // Streams /data through pread windows instead of faulting the mapping in (docs/benchmarks.md).
   Status ForEach(const Visitor& visit, std::uint64_t begin, std::uint64_t end) const override {
     end = std::min(end, info_.record_count);
+    if (pixels_ != nullptr) return Reader::ForEach(visit, begin, end);
     PACKREC_ASSIGN_OR_RETURN(const auto file, RandomAccessFile::Open(path_));
     ReadScratch scratch;
     return Stream(*file, begin, end, [&](std::uint64_t i, std::span<const std::byte> stored) {
@@ -148,16 +225,30 @@ class Hdf5Reader final : public Reader {
     VerifyStats stats;
     auto report = [&](std::optional<std::uint64_t> i, const Status& status) {
       reporter.Report({path_.filename().string(), i, i ? index_.keys[*i] : "",
-                       i ? std::optional(index_.data_offset + index_.offsets[*i]) : std::nullopt,
+                       i && pixels_ == nullptr
+                           ? std::optional(index_.data_offset + index_.offsets[*i])
+                           : std::nullopt,
                        status});
       ++stats.problems;
     };
+    ReadScratch scratch;
+    if (pixels_ != nullptr) {
+      for (std::uint64_t i = 0; i < info_.record_count; ++i) {
+        ++stats.records_checked;
+        Result<RecordView> view = ReadPixels(i, scratch, /*verify=*/true);
+        if (view.ok()) {
+          stats.bytes_checked += view->bytes.size();
+        } else {
+          report(i, view.status());
+        }
+      }
+      return stats;
+    }
     Result<std::unique_ptr<RandomAccessFile>> file = RandomAccessFile::Open(path_);
     if (!file.ok()) {
       report(std::nullopt, file.status());
       return stats;
     }
-    ReadScratch scratch;
     const Status scanned = Stream(
         **file, 0, info_.record_count, [&](std::uint64_t i, std::span<const std::byte> stored) {
           ++stats.records_checked;
@@ -192,6 +283,13 @@ class Hdf5Reader final : public Reader {
                 scratch, verify);
   }
 
+  Result<RecordView> ReadPixels(std::uint64_t i, ReadScratch& scratch, bool verify) const {
+    scratch.bytes.resize(pixels_->image_bytes());
+    PACKREC_RETURN_IF_ERROR(pixels_->Read(i, scratch.bytes));
+    // The checksum is of the stored pixels; the view is then built as for any payload.
+    return View(i, scratch.bytes, scratch, verify);
+  }
+
   Result<RecordView> View(std::uint64_t i, std::span<const std::byte> stored, ReadScratch& scratch,
                           bool verify) const {
     RecordView view;
@@ -202,9 +300,11 @@ class Hdf5Reader final : public Reader {
     view.height = index_.heights[i];
     view.channels = index_.channels[i];
     view.encoding = static_cast<Encoding>(index_.encodings[i]);
-    const std::string where = path_.string() + ": record " + std::to_string(i) + " (key '" +
-                              index_.keys[i] + "') at byte offset " +
-                              std::to_string(index_.data_offset + index_.offsets[i]);
+    const std::string where =
+        path_.string() + ": record " + std::to_string(i) + " (key '" + index_.keys[i] + "')" +
+        (pixels_ != nullptr
+             ? std::string(" in /images")
+             : " at byte offset " + std::to_string(index_.data_offset + index_.offsets[i]));
     if (verify) {
       const std::uint64_t computed = Xxh64(stored, /*seed=*/i);
       if (computed != index_.checksums[i]) {
@@ -226,7 +326,8 @@ class Hdf5Reader final : public Reader {
   OpenOptions options_;
   DatasetInfo info_;
   Index index_;
-  MappedFile map_;
+  MappedFile map_;                       // encoded layout
+  std::unique_ptr<PixelSource> pixels_;  // pixels layout
 };
 
 }  // namespace
@@ -234,6 +335,7 @@ class Hdf5Reader final : public Reader {
 Result<std::unique_ptr<Reader>> OpenHdf5Dataset(const fs::path& path, const OpenOptions& options) {
   DatasetManifest manifest;
   Index index;
+  std::unique_ptr<PixelSource> pixels;
   {
     std::lock_guard lock(LibraryMutex());
     SilenceLibrary();
@@ -250,6 +352,20 @@ Result<std::unique_ptr<Reader>> OpenHdf5Dataset(const fs::path& path, const Open
                              ParseManifestJson(manifest_text, path.string() + " (manifest)",
                                                kManifestFormatName, kHdf5FormatVersion));
     PACKREC_RETURN_IF_ERROR(ReadIndex(file.get(), path, manifest.record_count, &index));
+    if (index.pixels) {
+      Handle images(H5Dopen2(file.get(), kImages, H5P_DEFAULT), H5Dclose);
+      if (!images.valid()) return Hdf5Error(StatusCode::kCorruption, "open /images in", path);
+      pixels = std::make_unique<PixelSource>(std::move(file), std::move(images), path,
+                                             index.pixel_height, index.pixel_width);
+    }
+  }
+  if (pixels != nullptr) {
+    std::error_code error;
+    DatasetInfo info = InfoFromManifest(manifest, "hdf5");
+    info.files.push_back(
+        {path.filename().string(), 0, manifest.record_count, fs::file_size(path, error)});
+    return std::unique_ptr<Reader>(new Hdf5Reader(path, options, std::move(info), std::move(index),
+                                                  MappedFile(), std::move(pixels)));
   }
   // The index must describe /data exactly: increasing offsets that end at its size.
   for (std::uint64_t i = 0; i < manifest.record_count; ++i) {
@@ -272,7 +388,7 @@ Result<std::unique_ptr<Reader>> OpenHdf5Dataset(const fs::path& path, const Open
   DatasetInfo info = InfoFromManifest(manifest, "hdf5");
   info.files.push_back({path.filename().string(), 0, manifest.record_count, map.size()});
   return std::unique_ptr<Reader>(
-      new Hdf5Reader(path, options, std::move(info), std::move(index), std::move(map)));
+      new Hdf5Reader(path, options, std::move(info), std::move(index), std::move(map), nullptr));
 }
 
 }  // namespace packrec::hdf5

@@ -29,6 +29,8 @@ inline constexpr char kEncoding[] = "encoding";
 inline constexpr char kFlags[] = "flags";
 inline constexpr char kSubsampling[] = "subsampling";
 inline constexpr char kChecksums[] = "checksums";
+inline constexpr char kRawSizes[] = "raw_sizes";
+inline constexpr char kImages[] = "images";  // the pixels layout's N x H x W x 3 dataset
 
 enum RecordFlags : std::uint8_t {
   kFlagProgressive = 1u << 0,
@@ -66,6 +68,8 @@ class Handle {
 
   hid_t get() const { return id_; }
   bool valid() const { return id_ >= 0; }
+  // Forgets the identifier without closing it (it was closed by hand).
+  void Release() { id_ = H5I_INVALID_HID; }
   void Reset() {
     if (id_ >= 0 && close_ != nullptr) close_(id_);
     id_ = H5I_INVALID_HID;

@@ -1,9 +1,20 @@
-// The HDF5 writer. Payloads are appended to a scratch file while records arrive (the size of the
-// contiguous /data dataset must be known when it is created); Finish creates the HDF5 file as
-// FILE.tmp with every dataset, copies the payloads into /data, closes, fsyncs and renames it.
+// The HDF5 writers. Both create FILE.tmp when they are created and keep it open; Finish writes
+// the per-record datasets and the attributes, closes, fsyncs and renames it to FILE.
+//
+// Encoded layout: /data is contiguous, so its size must be known when it is created. When the
+// caller knows the total up front (WriterOptions::expected_payload_bytes, set by Convert for a
+// pass-through conversion), /data is created at once and payloads are written straight to its file
+// offset with plain writes, bypassing HDF5: every byte is written once. Otherwise, or when the
+// total turns out different (an input rejected or changed), payloads go to FILE.payloads.tmp and
+// are copied into a /data of the right size at Finish.
+//
+// Pixels layout: /images, N x H x W x 3 uint8, chunked one image per chunk (optionally deflated),
+// grown as records arrive and trimmed to N at Finish.
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <string>
 #include <system_error>
@@ -37,6 +48,7 @@ Handle VariableString() {
   return type;
 }
 
+// REQUIRES: the caller holds LibraryMutex().
 template <typename T>
 Status WriteVector(hid_t file, const char* name, hid_t file_type, hid_t memory_type,
                    const std::vector<T>& values, const fs::path& path) {
@@ -54,83 +66,306 @@ Status WriteVector(hid_t file, const char* name, hid_t file_type, hid_t memory_t
   return Status::OK();
 }
 
-class Hdf5Writer final : public DatasetWriter {
- public:
-  Hdf5Writer(fs::path file, WriterOptions options, std::unique_ptr<WritableFile> scratch)
-      : file_(std::move(file)), options_(std::move(options)), scratch_(std::move(scratch)) {
-    offsets_.push_back(0);
+// REQUIRES: the caller holds LibraryMutex().
+Result<Handle> CreateFile(const fs::path& tmp) {
+  std::error_code error;
+  fs::remove(tmp, error);  // a leftover of an interrupted run
+  errno = 0;
+  Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  if (!file.valid()) {
+    // HDF5's message for EACCES or ENOSPC is generic; errno says what happened.
+    const int saved = errno;
+    if (saved != 0) return ErrnoStatus("create", tmp, saved);
+    return Hdf5Error(StatusCode::kIOError, "create", tmp);
   }
-  ~Hdf5Writer() override {
-    if (!finished_) Abort();
+  return file;
+}
+
+// REQUIRES: the caller holds LibraryMutex(). A contiguous /data of `size` bytes, allocated now
+// (so it has a file offset) and never filled by HDF5 (the payloads are written over it).
+Result<Handle> CreateDataDataset(hid_t file, hsize_t size, const fs::path& tmp) {
+  Handle space(H5Screate_simple(1, &size, nullptr), H5Sclose);
+  Handle plist(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  H5Pset_layout(plist.get(), H5D_CONTIGUOUS);
+  H5Pset_alloc_time(plist.get(), H5D_ALLOC_TIME_EARLY);
+  H5Pset_fill_time(plist.get(), H5D_FILL_TIME_NEVER);
+  Handle data(
+      H5Dcreate2(file, kData, H5T_STD_U8LE, space.get(), H5P_DEFAULT, plist.get(), H5P_DEFAULT),
+      H5Dclose);
+  if (!data.valid()) return Hdf5Error(StatusCode::kIOError, "create /data in", tmp);
+  return data;
+}
+
+// What both layouts keep per record and write at Finish.
+struct RecordTables {
+  std::vector<std::int64_t> labels;
+  std::vector<std::string> keys;
+  std::vector<std::uint32_t> widths, heights;
+  std::vector<std::uint8_t> channels, encodings, flags, subsampling;
+  std::vector<std::uint64_t> checksums, raw_sizes;
+  std::uint32_t label_count = 0;
+
+  void Add(const RecordInput& record, std::span<const std::byte> stored, bool zstd) {
+    const std::uint64_t index = labels.size();
+    labels.push_back(record.label);
+    keys.emplace_back(record.key);
+    widths.push_back(record.image.width);
+    heights.push_back(record.image.height);
+    channels.push_back(record.image.channels);
+    encodings.push_back(static_cast<std::uint8_t>(record.image.encoding));
+    flags.push_back(static_cast<std::uint8_t>((record.image.progressive ? kFlagProgressive : 0) |
+                                              (zstd ? kFlagZstd : 0)));
+    subsampling.push_back(static_cast<std::uint8_t>(record.image.subsampling));
+    checksums.push_back(Xxh64(stored, /*seed=*/index));
+    raw_sizes.push_back(record.bytes.size());
+    label_count = std::max(label_count, record.label + 1);
   }
 
-  Status Add(const RecordInput& record) override {
+  // REQUIRES: the caller holds LibraryMutex().
+  Status Write(hid_t file, const fs::path& path) const {
+    PACKREC_RETURN_IF_ERROR(
+        WriteVector(file, kLabels, H5T_STD_I64LE, H5T_NATIVE_INT64, labels, path));
+    PACKREC_RETURN_IF_ERROR(
+        WriteVector(file, kWidth, H5T_STD_U32LE, H5T_NATIVE_UINT32, widths, path));
+    PACKREC_RETURN_IF_ERROR(
+        WriteVector(file, kHeight, H5T_STD_U32LE, H5T_NATIVE_UINT32, heights, path));
+    PACKREC_RETURN_IF_ERROR(
+        WriteVector(file, kChannels, H5T_STD_U8LE, H5T_NATIVE_UINT8, channels, path));
+    PACKREC_RETURN_IF_ERROR(
+        WriteVector(file, kEncoding, H5T_STD_U8LE, H5T_NATIVE_UINT8, encodings, path));
+    PACKREC_RETURN_IF_ERROR(WriteVector(file, kFlags, H5T_STD_U8LE, H5T_NATIVE_UINT8, flags, path));
+    PACKREC_RETURN_IF_ERROR(
+        WriteVector(file, kSubsampling, H5T_STD_U8LE, H5T_NATIVE_UINT8, subsampling, path));
+    PACKREC_RETURN_IF_ERROR(
+        WriteVector(file, kChecksums, H5T_STD_U64LE, H5T_NATIVE_UINT64, checksums, path));
+    PACKREC_RETURN_IF_ERROR(
+        WriteVector(file, kRawSizes, H5T_STD_U64LE, H5T_NATIVE_UINT64, raw_sizes, path));
+    // Strings: vectors of C pointers, the form HDF5 takes variable-length strings in.
+    const Handle string_type = VariableString();
+    std::vector<const char*> key_pointers;
+    key_pointers.reserve(keys.size());
+    for (const std::string& key : keys) key_pointers.push_back(key.c_str());
+    return WriteVector(file, kKeys, string_type.get(), string_type.get(), key_pointers, path);
+  }
+};
+
+// REQUIRES: the caller holds LibraryMutex().
+Status WriteAttributes(hid_t file, const std::string& manifest,
+                       const std::vector<std::string>& classes, const fs::path& path) {
+  const Handle string_type = VariableString();
+  {
+    const hsize_t count = classes.size();
+    Handle space(H5Screate_simple(1, &count, nullptr), H5Sclose);
+    Handle attribute(H5Acreate2(file, kClassesAttribute, string_type.get(), space.get(),
+                                H5P_DEFAULT, H5P_DEFAULT),
+                     H5Aclose);
+    std::vector<const char*> pointers;
+    for (const std::string& name : classes) pointers.push_back(name.c_str());
+    if (!attribute.valid() ||
+        (count > 0 && H5Awrite(attribute.get(), string_type.get(), pointers.data()) < 0)) {
+      return Hdf5Error(StatusCode::kIOError, "write classes attribute in", path);
+    }
+  }
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle attribute(H5Acreate2(file, kManifestAttribute, string_type.get(), space.get(), H5P_DEFAULT,
+                              H5P_DEFAULT),
+                   H5Aclose);
+  const char* text = manifest.c_str();
+  if (!attribute.valid() || H5Awrite(attribute.get(), string_type.get(), &text) < 0) {
+    return Hdf5Error(StatusCode::kIOError, "write manifest attribute in", path);
+  }
+  return Status::OK();
+}
+
+// The file, the per-record tables and the Finish/Abort protocol both layouts share. Layouts
+// implement AddPayload (store the record's bytes) and FinishData (complete the datasets that hold
+// them, under the lock, before the tables are written).
+class Hdf5WriterBase : public DatasetWriter {
+ public:
+  Hdf5WriterBase(fs::path target, WriterOptions options, Handle file)
+      : target_(std::move(target)),
+        tmp_(WithSuffix(target_, ".tmp")),
+        options_(std::move(options)),
+        file_(std::move(file)) {}
+  ~Hdf5WriterBase() override = default;
+
+  Status Add(const RecordInput& record) final {
     if (finished_) return Status::Internal("Add on a finished HDF5 writer");
-    const std::uint64_t index = labels_.size();
-    PACKREC_RETURN_IF_ERROR(CheckKeySize(index, record.key.size(), kMaxKeyBytes));
-    PACKREC_ASSIGN_OR_RETURN(const StoredPayload payload,
-                             PreparePayload(record, options_, compressed_));
-    PACKREC_RETURN_IF_ERROR(scratch_->Append(payload.bytes));
-    offsets_.push_back(offsets_.back() + payload.bytes.size());
-    labels_.push_back(record.label);
-    keys_.emplace_back(record.key);
-    widths_.push_back(record.image.width);
-    heights_.push_back(record.image.height);
-    channels_.push_back(record.image.channels);
-    encodings_.push_back(static_cast<std::uint8_t>(record.image.encoding));
-    flags_.push_back(static_cast<std::uint8_t>((record.image.progressive ? kFlagProgressive : 0) |
-                                               (payload.zstd ? kFlagZstd : 0)));
-    subsampling_.push_back(static_cast<std::uint8_t>(record.image.subsampling));
-    checksums_.push_back(Xxh64(payload.bytes, /*seed=*/index));
-    raw_sizes_.push_back(record.bytes.size());
-    label_count_ = std::max(label_count_, record.label + 1);
+    PACKREC_RETURN_IF_ERROR(CheckKeySize(tables_.labels.size(), record.key.size(), kMaxKeyBytes));
+    return AddPayload(record);
+  }
+
+  Status Finish(const DatasetMetadata& metadata) final {
+    if (finished_) return Status::Internal("Finish on a finished HDF5 writer");
+    const DatasetManifest manifest =
+        ManifestFromMetadata(metadata, kManifestFormatName, kHdf5FormatVersion,
+                             tables_.labels.size(), StoredBytes(), tables_.label_count);
+    PACKREC_ASSIGN_OR_RETURN(const std::string text, SerializeManifestJson(manifest));
+    PACKREC_RETURN_IF_ERROR(PrepareFinish());
+    {
+      std::lock_guard lock(LibraryMutex());
+      PACKREC_RETURN_IF_ERROR(FinishData());
+      PACKREC_RETURN_IF_ERROR(tables_.Write(file_.get(), tmp_));
+      PACKREC_RETURN_IF_ERROR(WriteAttributes(file_.get(), text, metadata.classes, tmp_));
+      if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0)
+        return Hdf5Error(StatusCode::kIOError, "flush", tmp_);
+      const herr_t closed = H5Fclose(file_.get());
+      file_.Release();
+      if (closed < 0) return Hdf5Error(StatusCode::kIOError, "close", tmp_);
+    }
+    PACKREC_RETURN_IF_ERROR(SyncFile(tmp_));
+    if (!metadata.rejects.empty()) {
+      std::string rejects = "# path\treason\n";
+      for (const Reject& reject : metadata.rejects)
+        rejects += reject.path + "\t" + reject.reason + "\n";
+      PACKREC_RETURN_IF_ERROR(
+          WriteFileAtomically(WithSuffix(target_, ".rejects.tsv"), AsBytes(rejects)));
+    }
+    PACKREC_RETURN_IF_ERROR(RenamePath(tmp_, target_));
+    PACKREC_RETURN_IF_ERROR(SyncDirectory(target_.has_parent_path() ? target_.parent_path() : "."));
+    std::error_code error;
+    bytes_written_ = fs::file_size(target_, error);
+    RemoveScratch();
+    finished_ = true;
     return Status::OK();
   }
 
-  Status Finish(const DatasetMetadata& metadata) override;
-  void Abort() override;
-  std::uint64_t records_written() const override { return labels_.size(); }
-  std::uint64_t bytes_written() const override { return bytes_written_; }
+  void Abort() final {
+    if (finished_) return;
+    {
+      std::lock_guard lock(LibraryMutex());
+      CloseDatasets();
+      file_.Reset();
+    }
+    RemoveScratch();
+    std::error_code ignored;
+    fs::remove(tmp_, ignored);
+    finished_ = true;
+  }
+
+  std::uint64_t records_written() const final { return tables_.labels.size(); }
+  std::uint64_t bytes_written() const final { return bytes_written_; }
+
+ protected:
+  virtual Status AddPayload(const RecordInput& record) = 0;
+  // Before the lock is taken: flush and settle where the payloads are.
+  virtual Status PrepareFinish() { return Status::OK(); }
+  // REQUIRES: the caller holds LibraryMutex().
+  virtual Status FinishData() = 0;
+  // REQUIRES: the caller holds LibraryMutex(). Closes the layout's open HDF5 objects.
+  virtual void CloseDatasets() {}
+  virtual void RemoveScratch() {}
+  virtual std::uint64_t StoredBytes() const = 0;
+
+  // Must run in every derived destructor: Abort calls virtual functions.
+  void AbortUnlessFinished() {
+    if (!finished_) Abort();
+  }
+
+  const fs::path target_;
+  const fs::path tmp_;
+  const WriterOptions options_;
+  Handle file_;
+  RecordTables tables_;
 
  private:
-  Status WriteFile(const fs::path& tmp, const std::string& manifest,
-                   const std::vector<std::string>& classes);
-
-  fs::path file_;
-  WriterOptions options_;
-  std::unique_ptr<WritableFile> scratch_;
-  std::vector<std::uint64_t> offsets_;
-  std::vector<std::int64_t> labels_;
-  std::vector<std::string> keys_;
-  std::vector<std::uint32_t> widths_, heights_;
-  std::vector<std::uint8_t> channels_, encodings_, flags_, subsampling_;
-  std::vector<std::uint64_t> checksums_, raw_sizes_;
-  std::vector<std::byte> compressed_;
-  std::uint32_t label_count_ = 0;
   std::uint64_t bytes_written_ = 0;
   bool finished_ = false;
 };
 
-Status Hdf5Writer::WriteFile(const fs::path& tmp, const std::string& manifest,
-                             const std::vector<std::string>& classes) {
-  std::lock_guard lock(LibraryMutex());
-  SilenceLibrary();
-  Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-  if (!file.valid()) return Hdf5Error(StatusCode::kIOError, "create", tmp);
+class EncodedWriter final : public Hdf5WriterBase {
+ public:
+  EncodedWriter(fs::path target, WriterOptions options, Handle file)
+      : Hdf5WriterBase(std::move(target), std::move(options), std::move(file)) {
+    offsets_.push_back(0);
+  }
+  ~EncodedWriter() override { AbortUnlessFinished(); }
 
-  // /data: one contiguous uint8 dataset, allocated at creation so its file offset is fixed and a
-  // reader can map it.
-  const hsize_t total = offsets_.back();
-  {
-    Handle space(H5Screate_simple(1, &total, nullptr), H5Sclose);
-    Handle plist(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
-    H5Pset_layout(plist.get(), H5D_CONTIGUOUS);
-    H5Pset_alloc_time(plist.get(), H5D_ALLOC_TIME_EARLY);
-    Handle data(H5Dcreate2(file.get(), kData, H5T_STD_U8LE, space.get(), H5P_DEFAULT, plist.get(),
-                           H5P_DEFAULT),
-                H5Dclose);
-    if (!data.valid()) return Hdf5Error(StatusCode::kIOError, "create /data in", tmp);
-    PACKREC_ASSIGN_OR_RETURN(const auto payloads, RandomAccessFile::Open(scratch_->path()));
+  // REQUIRES: the caller holds LibraryMutex().
+  Status Start() {
+    const std::uint64_t expected = options_.expected_payload_bytes;
+    if (expected > 0 && options_.compression == Compression::kNone) {
+      PACKREC_ASSIGN_OR_RETURN(Handle data, CreateDataDataset(file_.get(), expected, tmp_));
+      const haddr_t offset = H5Dget_offset(data.get());
+      if (offset != HADDR_UNDEF) {
+        PACKREC_ASSIGN_OR_RETURN(payloads_, WritableFile::OpenAt(tmp_, offset));
+        in_place_offset_ = offset;
+        in_place_size_ = expected;
+        return Status::OK();
+      }
+      // No storage after all (HDF5 declined early allocation): fall through to the scratch file.
+      H5Ldelete(file_.get(), kData, H5P_DEFAULT);
+    }
+    return OpenScratch();
+  }
+
+ protected:
+  Status AddPayload(const RecordInput& record) override {
+    PACKREC_ASSIGN_OR_RETURN(const StoredPayload payload,
+                             PreparePayload(record, options_, compressed_));
+    if (in_place() && offsets_.back() + payload.bytes.size() > in_place_size_) {
+      PACKREC_RETURN_IF_ERROR(LeaveInPlace());
+    }
+    PACKREC_RETURN_IF_ERROR(payloads_->Append(payload.bytes));
+    tables_.Add(record, payload.bytes, payload.zstd);
+    offsets_.push_back(offsets_.back() + payload.bytes.size());
+    return Status::OK();
+  }
+
+  Status PrepareFinish() override {
+    if (in_place() && offsets_.back() != in_place_size_) PACKREC_RETURN_IF_ERROR(LeaveInPlace());
+    return in_place() ? payloads_->Close() : payloads_->Sync();  // the copy reads the scratch back
+  }
+
+  Status FinishData() override {
+    if (!in_place()) PACKREC_RETURN_IF_ERROR(CopyScratchIntoData());
+    return WriteVector(file_.get(), kOffsets, H5T_STD_U64LE, H5T_NATIVE_UINT64, offsets_, tmp_);
+  }
+
+  void RemoveScratch() override {
+    payloads_.reset();
+    std::error_code ignored;
+    fs::remove(ScratchPath(), ignored);
+  }
+
+  std::uint64_t StoredBytes() const override { return offsets_.back(); }
+
+ private:
+  bool in_place() const { return in_place_size_ > 0; }
+  fs::path ScratchPath() const { return WithSuffix(target_, ".payloads.tmp"); }
+
+  Status OpenScratch() {
+    std::error_code ignored;
+    fs::remove(ScratchPath(), ignored);
+    PACKREC_ASSIGN_OR_RETURN(payloads_, WritableFile::Create(ScratchPath()));
+    return Status::OK();
+  }
+
+  // The payloads do not add up to the size /data was created with: move what was written to the
+  // scratch file and start FILE.tmp again without /data.
+  Status LeaveInPlace() {
+    PACKREC_RETURN_IF_ERROR(payloads_->Close());
+    PACKREC_RETURN_IF_ERROR(OpenScratch());
+    PACKREC_ASSIGN_OR_RETURN(const auto written, RandomAccessFile::Open(tmp_));
+    std::vector<std::byte> chunk;
+    for (std::uint64_t done = 0; done < offsets_.back(); done += chunk.size()) {
+      chunk.resize(static_cast<std::size_t>(
+          std::min<std::uint64_t>(kCopyChunkBytes, offsets_.back() - done)));
+      PACKREC_RETURN_IF_ERROR(written->ReadExact(in_place_offset_ + done, chunk));
+      PACKREC_RETURN_IF_ERROR(payloads_->Append(chunk));
+    }
+    in_place_size_ = 0;
+    std::lock_guard lock(LibraryMutex());
+    file_.Reset();
+    PACKREC_ASSIGN_OR_RETURN(file_, CreateFile(tmp_));
+    return Status::OK();
+  }
+
+  // REQUIRES: the caller holds LibraryMutex().
+  Status CopyScratchIntoData() {
+    const hsize_t total = offsets_.back();
+    PACKREC_ASSIGN_OR_RETURN(const Handle data, CreateDataDataset(file_.get(), total, tmp_));
+    PACKREC_ASSIGN_OR_RETURN(const auto payloads, RandomAccessFile::Open(ScratchPath()));
     std::vector<std::byte> chunk;
     for (hsize_t offset = 0; offset < total; offset += chunk.size()) {
       chunk.resize(static_cast<std::size_t>(std::min<hsize_t>(kCopyChunkBytes, total - offset)));
@@ -141,105 +376,99 @@ Status Hdf5Writer::WriteFile(const fs::path& tmp, const std::string& manifest,
       Handle memory_space(H5Screate_simple(1, &count, nullptr), H5Sclose);
       if (H5Dwrite(data.get(), H5T_NATIVE_UINT8, memory_space.get(), file_space.get(), H5P_DEFAULT,
                    chunk.data()) < 0) {
-        return Hdf5Error(StatusCode::kIOError, "write /data in", tmp);
+        return Hdf5Error(StatusCode::kIOError, "write /data in", tmp_);
       }
     }
+    return Status::OK();
   }
-  PACKREC_RETURN_IF_ERROR(
-      WriteVector(file.get(), kOffsets, H5T_STD_U64LE, H5T_NATIVE_UINT64, offsets_, tmp));
-  PACKREC_RETURN_IF_ERROR(
-      WriteVector(file.get(), kLabels, H5T_STD_I64LE, H5T_NATIVE_INT64, labels_, tmp));
-  PACKREC_RETURN_IF_ERROR(
-      WriteVector(file.get(), kWidth, H5T_STD_U32LE, H5T_NATIVE_UINT32, widths_, tmp));
-  PACKREC_RETURN_IF_ERROR(
-      WriteVector(file.get(), kHeight, H5T_STD_U32LE, H5T_NATIVE_UINT32, heights_, tmp));
-  PACKREC_RETURN_IF_ERROR(
-      WriteVector(file.get(), kChannels, H5T_STD_U8LE, H5T_NATIVE_UINT8, channels_, tmp));
-  PACKREC_RETURN_IF_ERROR(
-      WriteVector(file.get(), kEncoding, H5T_STD_U8LE, H5T_NATIVE_UINT8, encodings_, tmp));
-  PACKREC_RETURN_IF_ERROR(
-      WriteVector(file.get(), kFlags, H5T_STD_U8LE, H5T_NATIVE_UINT8, flags_, tmp));
-  PACKREC_RETURN_IF_ERROR(
-      WriteVector(file.get(), kSubsampling, H5T_STD_U8LE, H5T_NATIVE_UINT8, subsampling_, tmp));
-  PACKREC_RETURN_IF_ERROR(
-      WriteVector(file.get(), kChecksums, H5T_STD_U64LE, H5T_NATIVE_UINT64, checksums_, tmp));
-  PACKREC_RETURN_IF_ERROR(
-      WriteVector(file.get(), "raw_sizes", H5T_STD_U64LE, H5T_NATIVE_UINT64, raw_sizes_, tmp));
-  // Strings: vectors of C pointers, the form HDF5 takes variable-length strings in.
-  const Handle string_type = VariableString();
-  std::vector<const char*> key_pointers;
-  for (const std::string& key : keys_) key_pointers.push_back(key.c_str());
-  PACKREC_RETURN_IF_ERROR(
-      WriteVector(file.get(), kKeys, string_type.get(), string_type.get(), key_pointers, tmp));
-  {
-    const hsize_t count = classes.size();
-    Handle space(H5Screate_simple(1, &count, nullptr), H5Sclose);
-    Handle attribute(H5Acreate2(file.get(), kClassesAttribute, string_type.get(), space.get(),
-                                H5P_DEFAULT, H5P_DEFAULT),
-                     H5Aclose);
-    std::vector<const char*> pointers;
-    for (const std::string& name : classes) pointers.push_back(name.c_str());
-    if (!attribute.valid() ||
-        (count > 0 && H5Awrite(attribute.get(), string_type.get(), pointers.data()) < 0)) {
-      return Hdf5Error(StatusCode::kIOError, "write classes attribute in", tmp);
-    }
-  }
-  {
-    Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-    Handle attribute(H5Acreate2(file.get(), kManifestAttribute, string_type.get(), space.get(),
-                                H5P_DEFAULT, H5P_DEFAULT),
-                     H5Aclose);
-    const char* text = manifest.c_str();
-    if (!attribute.valid() || H5Awrite(attribute.get(), string_type.get(), &text) < 0) {
-      return Hdf5Error(StatusCode::kIOError, "write manifest attribute in", tmp);
-    }
-  }
-  if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0)
-    return Hdf5Error(StatusCode::kIOError, "flush", tmp);
-  file.Reset();
-  return Status::OK();
-}
 
-Status Hdf5Writer::Finish(const DatasetMetadata& metadata) {
-  if (finished_) return Status::Internal("Finish on a finished HDF5 writer");
-  PACKREC_RETURN_IF_ERROR(scratch_->Sync());  // flushes its buffer; the copy reads it back
-  const DatasetManifest manifest =
-      ManifestFromMetadata(metadata, kManifestFormatName, kHdf5FormatVersion, labels_.size(),
-                           offsets_.back(), label_count_);
-  PACKREC_ASSIGN_OR_RETURN(const std::string text, SerializeManifestJson(manifest));
-  const fs::path tmp = WithSuffix(file_, ".tmp");
-  std::error_code error;
-  fs::remove(tmp, error);  // a leftover of an interrupted run
-  PACKREC_RETURN_IF_ERROR(WriteFile(tmp, text, metadata.classes));
-  PACKREC_RETURN_IF_ERROR(SyncFile(tmp));
-  if (!metadata.rejects.empty()) {
-    std::string rejects = "# path\treason\n";
-    for (const Reject& reject : metadata.rejects)
-      rejects += reject.path + "\t" + reject.reason + "\n";
-    PACKREC_RETURN_IF_ERROR(
-        WriteFileAtomically(WithSuffix(file_, ".rejects.tsv"), AsBytes(rejects)));
-  }
-  PACKREC_RETURN_IF_ERROR(RenamePath(tmp, file_));
-  PACKREC_RETURN_IF_ERROR(SyncDirectory(file_.has_parent_path() ? file_.parent_path() : "."));
-  bytes_written_ = fs::file_size(file_, error);
-  const fs::path scratch_path = scratch_->path();
-  scratch_.reset();
-  fs::remove(scratch_path, error);
-  finished_ = true;
-  return Status::OK();
-}
+  std::unique_ptr<WritableFile> payloads_;  // into /data in FILE.tmp, or the scratch file
+  std::uint64_t in_place_offset_ = 0;       // of /data in FILE.tmp
+  std::uint64_t in_place_size_ = 0;         // 0: payloads go to the scratch file
+  std::vector<std::uint64_t> offsets_;
+  std::vector<std::byte> compressed_;
+};
 
-void Hdf5Writer::Abort() {
-  if (finished_) return;
-  std::error_code ignored;
-  if (scratch_) {
-    const fs::path scratch_path = scratch_->path();
-    scratch_.reset();
-    fs::remove(scratch_path, ignored);
+class PixelsWriter final : public Hdf5WriterBase {
+ public:
+  PixelsWriter(fs::path target, WriterOptions options, Handle file)
+      : Hdf5WriterBase(std::move(target), std::move(options), std::move(file)),
+        image_bytes_(std::size_t{options_.pixel_height} * options_.pixel_width * 3) {}
+  ~PixelsWriter() override { AbortUnlessFinished(); }
+
+  // REQUIRES: the caller holds LibraryMutex().
+  Status Start() {
+    const hsize_t dims[4] = {0, options_.pixel_height, options_.pixel_width, 3};
+    const hsize_t max_dims[4] = {H5S_UNLIMITED, dims[1], dims[2], 3};
+    const hsize_t chunk[4] = {1, dims[1], dims[2], 3};
+    Handle space(H5Screate_simple(4, dims, max_dims), H5Sclose);
+    Handle plist(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    H5Pset_chunk(plist.get(), 4, chunk);
+    if (options_.compression == Compression::kDeflate) {
+      H5Pset_deflate(plist.get(), static_cast<unsigned>(options_.compression_level));
+    }
+    images_ = Handle(H5Dcreate2(file_.get(), kImages, H5T_STD_U8LE, space.get(), H5P_DEFAULT,
+                                plist.get(), H5P_DEFAULT),
+                     H5Dclose);
+    if (!images_.valid()) return Hdf5Error(StatusCode::kIOError, "create /images in", tmp_);
+    return Status::OK();
   }
-  fs::remove(WithSuffix(file_, ".tmp"), ignored);
-  finished_ = true;
-}
+
+ protected:
+  Status AddPayload(const RecordInput& record) override {
+    const std::uint64_t index = tables_.labels.size();
+    if (record.image.encoding != Encoding::kRawRgb || record.bytes.size() != image_bytes_ ||
+        record.image.width != options_.pixel_width ||
+        record.image.height != options_.pixel_height) {
+      return Status::InvalidArgument(
+          "record " + std::to_string(index) + " ('" + std::string(record.key) +
+          "'): the pixels layout takes raw RGB images of exactly " +
+          std::to_string(options_.pixel_height) + "x" + std::to_string(options_.pixel_width));
+    }
+    {
+      std::lock_guard lock(LibraryMutex());
+      if (index == capacity_) {
+        capacity_ = std::max<hsize_t>(64, capacity_ * 2);
+        PACKREC_RETURN_IF_ERROR(SetExtent(capacity_));
+      }
+      const hsize_t start[4] = {index, 0, 0, 0};
+      const hsize_t count[4] = {1, options_.pixel_height, options_.pixel_width, 3};
+      Handle file_space(H5Dget_space(images_.get()), H5Sclose);
+      H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
+      Handle memory_space(H5Screate_simple(4, count, nullptr), H5Sclose);
+      if (H5Dwrite(images_.get(), H5T_NATIVE_UINT8, memory_space.get(), file_space.get(),
+                   H5P_DEFAULT, record.bytes.data()) < 0) {
+        return Hdf5Error(StatusCode::kIOError, "write /images[" + std::to_string(index) + "] in",
+                         tmp_);
+      }
+    }
+    tables_.Add(record, record.bytes, /*zstd=*/false);
+    return Status::OK();
+  }
+
+  Status FinishData() override {
+    PACKREC_RETURN_IF_ERROR(SetExtent(tables_.labels.size()));
+    images_.Reset();
+    return Status::OK();
+  }
+
+  void CloseDatasets() override { images_.Reset(); }
+
+  std::uint64_t StoredBytes() const override { return tables_.labels.size() * image_bytes_; }
+
+ private:
+  // REQUIRES: the caller holds LibraryMutex().
+  Status SetExtent(hsize_t count) {
+    const hsize_t dims[4] = {count, options_.pixel_height, options_.pixel_width, 3};
+    if (H5Dset_extent(images_.get(), dims) < 0)
+      return Hdf5Error(StatusCode::kIOError, "resize /images in", tmp_);
+    return Status::OK();
+  }
+
+  const std::size_t image_bytes_;
+  Handle images_;
+  hsize_t capacity_ = 0;
+};
 
 }  // namespace
 
@@ -273,10 +502,26 @@ Result<std::unique_ptr<DatasetWriter>> CreateHdf5Writer(const fs::path& file,
     fs::create_directories(file.parent_path(), error);
     if (error) return ErrnoStatus("create directory", file.parent_path(), error.value());
   }
-  const fs::path scratch = WithSuffix(file, ".payloads.tmp");
-  fs::remove(scratch, error);
-  PACKREC_ASSIGN_OR_RETURN(auto scratch_file, WritableFile::Create(scratch));
-  return std::unique_ptr<DatasetWriter>(new Hdf5Writer(file, options, std::move(scratch_file)));
+  // A writer that failed to start is destroyed (and aborts, taking the lock) after the lock is
+  // released.
+  std::unique_ptr<DatasetWriter> writer;
+  Status started;
+  {
+    std::lock_guard lock(LibraryMutex());
+    SilenceLibrary();
+    PACKREC_ASSIGN_OR_RETURN(Handle handle, CreateFile(WithSuffix(file, ".tmp")));
+    if (options.hdf5_layout == Hdf5Layout::kPixels) {
+      auto pixels = std::make_unique<PixelsWriter>(file, options, std::move(handle));
+      started = pixels->Start();
+      writer = std::move(pixels);
+    } else {
+      auto encoded = std::make_unique<EncodedWriter>(file, options, std::move(handle));
+      started = encoded->Start();
+      writer = std::move(encoded);
+    }
+  }
+  if (!started.ok()) return started;
+  return writer;
 }
 
 }  // namespace packrec::hdf5

@@ -5,7 +5,11 @@
 // are worth it: an append-only load frees only the few leaf and branch pages that commits copied,
 // and the compacting copy costs two syscalls per overflow record (measured: 6x slower overall).
 #include <lmdb.h>
+#include <sys/statvfs.h>
 
+#include <cerrno>
+
+#include <algorithm>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -33,13 +37,22 @@ constexpr char kCompactDir[] = ".packrec-compact";
 // Compact when free pages exceed this share of the file (and 1 MiB).
 constexpr double kCompactWasteShare = 0.02;
 
+// The map only reserves address space (the file grows as pages are written), so starting above
+// the input's size costs nothing and spares the grow-and-replay on big conversions. A quarter on
+// top covers the value headers and the last page of every overflow chain.
+std::uint64_t InitialMapSize(const WriterOptions& options) {
+  if (options.map_size_bytes > 0) return options.map_size_bytes;
+  const std::uint64_t expected = options.expected_payload_bytes;
+  return std::max<std::uint64_t>(kDefaultMapSize, expected + expected / 4 + (64ull << 20));
+}
+
 class LmdbWriter final : public DatasetWriter {
  public:
   LmdbWriter(OutputDirectory out, WriterOptions options)
       : out_(std::move(out)),
         env_dir_(out_.write_dir()),
         options_(std::move(options)),
-        map_size_(options_.map_size_bytes > 0 ? options_.map_size_bytes : kDefaultMapSize) {}
+        map_size_(InitialMapSize(options_)) {}
 
   ~LmdbWriter() override {
     if (!finished_) Abort();
@@ -68,6 +81,7 @@ class LmdbWriter final : public DatasetWriter {
   // Puts every pending value, growing the map and replaying on MDB_MAP_FULL.
   Status PutPending();
   Status CommitBatch();
+  Status WriteError(int rc, const std::string& operation) const;
   Status GrowMap();
   // Replaces data.mdb by a compacted copy when enough of it is free pages.
   Status CompactIfWorthIt();
@@ -152,6 +166,22 @@ Status LmdbWriter::PutPending() {
   return Status::OK();
 }
 
+// LMDB turns a short write into EIO, which is what a full disk produces: say so when the file
+// system is (nearly) full, so the user is not sent looking for a broken disk.
+Status LmdbWriter::WriteError(int rc, const std::string& operation) const {
+  const fs::path data_file = env_dir_ / "data.mdb";
+  struct statvfs space {};
+  if ((rc == EIO || rc == ENOSPC) && ::statvfs(env_dir_.c_str(), &space) == 0) {
+    const std::uint64_t free_bytes = std::uint64_t{space.f_bavail} * space.f_frsize;
+    if (rc == ENOSPC || free_bytes < 2 * kMaxBatchBytes) {
+      return Status::IOError("lmdb " + operation + " " + data_file.string() +
+                             ": No space left on device (" + std::to_string(free_bytes >> 10) +
+                             " KiB free; LMDB reports the short write as an I/O error)");
+    }
+  }
+  return LmdbError(rc, operation, data_file);
+}
+
 Status LmdbWriter::CommitBatch() {
   for (;;) {
     PACKREC_RETURN_IF_ERROR(PutPending());
@@ -161,7 +191,7 @@ Status LmdbWriter::CommitBatch() {
       PACKREC_RETURN_IF_ERROR(GrowMap());
       continue;
     }
-    if (rc != MDB_SUCCESS) return LmdbError(rc, "commit", env_dir_);
+    if (rc != MDB_SUCCESS) return WriteError(rc, "commit");
     batch_.clear();
     arena_.clear();
     return BeginTransaction();
@@ -240,7 +270,7 @@ Status LmdbWriter::CompactIfWorthIt() {
   if (waste_bytes < (1u << 20) ||
       static_cast<double>(waste_bytes) < kCompactWasteShare * static_cast<double>(file_bytes)) {
     const int rc = mdb_env_sync(env_, 1);
-    if (rc != MDB_SUCCESS) return LmdbError(rc, "sync", data_file);
+    if (rc != MDB_SUCCESS) return WriteError(rc, "sync");
     CloseEnvironment();
     return Status::OK();
   }

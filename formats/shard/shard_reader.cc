@@ -144,7 +144,7 @@ Status ValidateShard(Shard& shard) {
     const bool sizes_ok = entry.compression <= static_cast<std::uint8_t>(Compression::kZstd) &&
                           (entry.compression != 0 || entry.raw_size == entry.stored_size) &&
                           entry.raw_size <= kMaxRawRecordBytes &&
-                          entry.encoding <= static_cast<std::uint8_t>(Encoding::kPng);
+                          entry.encoding <= static_cast<std::uint8_t>(Encoding::kRawRgb);
     if (!reserved_ok || !payload_fits || !key_fits || !sizes_ok) {
       return Status::Corruption(name + ": index entry of record " + std::to_string(index) +
                                 " at byte offset " + std::to_string(entry_offset) +

@@ -24,9 +24,10 @@ struct ExtractStats {
   std::uint64_t bytes_written = 0;
 };
 
-// Writes every record to `out_dir / key`, byte for byte as stored. Refuses (InvalidArgument, naming
-// the record) keys that are absolute, empty, contain "..", or resolve outside out_dir through a
-// symlink. Existing files are an AlreadyExists error unless `overwrite`.
+// Writes every record to `out_dir / key`, byte for byte as stored (raw RGB records, from the HDF5
+// pixels layout, as binary PPM with the key's extension replaced by .ppm). Refuses
+// (InvalidArgument, naming the record) keys that are absolute, empty, contain "..", or resolve
+// outside out_dir through a symlink. Existing files are an AlreadyExists error unless `overwrite`.
 Result<ExtractStats> ExtractDataset(const Reader& reader, const std::filesystem::path& out_dir,
                                     bool overwrite = false);
 

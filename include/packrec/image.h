@@ -29,6 +29,12 @@ Status CheckDecodes(std::span<const std::byte> bytes);
 Result<std::vector<std::byte>> TranscodeToJpeg(std::span<const std::byte> bytes,
                                                std::uint32_t resize_short, int quality);
 
+// Decodes an image to RGB (gray and CMYK converted, alpha dropped) and resizes it to exactly
+// width x height, aspect ratio not kept (the classic HDF5 pixels layout). JPEGs are decoded at the
+// smallest DCT scale that still covers the output. Returns height x width x 3 bytes.
+Result<std::vector<std::byte>> DecodeResizedRgb(std::span<const std::byte> bytes,
+                                                std::uint32_t width, std::uint32_t height);
+
 }  // namespace packrec
 
 #endif  // PACKREC_IMAGE_H_

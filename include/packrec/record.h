@@ -15,6 +15,7 @@ enum class Encoding : std::uint8_t {
   kUnknown = 0,
   kJpeg = 1,
   kPng = 2,
+  kRawRgb = 3,  // decoded pixels: height x width x 3 uint8, rows without padding (HDF5 pixels)
 };
 
 // Chroma subsampling of a JPEG, as its SOF segment declares it.

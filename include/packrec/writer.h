@@ -25,6 +25,12 @@ namespace packrec {
 enum class Compression : std::uint8_t {
   kNone = 0,
   kZstd = 1,
+  kDeflate = 2,  // hdf5 pixels layout only: HDF5's gzip filter, which h5py reads without plugins
+};
+
+enum class Hdf5Layout : std::uint8_t {
+  kEncoded,  // the encoded images in one contiguous /data dataset (docs/formats/hdf5.md)
+  kPixels,   // decoded images in an N x H x W x 3 chunked /images dataset
 };
 
 struct WriterOptions {
@@ -39,6 +45,15 @@ struct WriterOptions {
   std::uint64_t map_size_bytes = 0;
   // lmdb: records per write transaction (a transaction also commits at 4 MiB of values).
   std::uint32_t commit_records = 1000;
+  // Total bytes of the records that will be added, when the caller knows it up front (0: not
+  // known). hdf5: payloads go straight to their place in /data when the total matches (otherwise
+  // they are copied there at Finish); lmdb: the first map size when map_size_bytes is 0.
+  std::uint64_t expected_payload_bytes = 0;
+  // hdf5: the layout; with kPixels every record must be Encoding::kRawRgb of exactly
+  // pixel_height x pixel_width (Convert decodes and resizes the inputs to that size).
+  Hdf5Layout hdf5_layout = Hdf5Layout::kEncoded;
+  std::uint32_t pixel_height = 0;
+  std::uint32_t pixel_width = 0;
 };
 
 // One record as the writer takes it. `bytes` is only read during Add.

@@ -58,6 +58,18 @@ Result<std::unique_ptr<WritableFile>> WritableFile::Create(const std::filesystem
   return std::unique_ptr<WritableFile>(new WritableFile(path, fd));
 }
 
+Result<std::unique_ptr<WritableFile>> WritableFile::OpenAt(const std::filesystem::path& path,
+                                                           std::uint64_t offset) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("open", path, errno);
+  if (::lseek(fd, static_cast<off_t>(offset), SEEK_SET) < 0) {
+    const int error = errno;
+    ::close(fd);
+    return ErrnoStatus("seek", path, error);
+  }
+  return std::unique_ptr<WritableFile>(new WritableFile(path, fd));
+}
+
 WritableFile::WritableFile(std::filesystem::path path, int fd)
     : path_(std::move(path)), fd_(fd), buffer_(kWriteBufferBytes) {}
 

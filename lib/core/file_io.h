@@ -25,6 +25,9 @@ Result<std::vector<std::byte>> ReadWholeFile(const std::filesystem::path& path);
 class WritableFile {
  public:
   static Result<std::unique_ptr<WritableFile>> Create(const std::filesystem::path& path);
+  // Writes into an existing file from `offset` on (a region another library reserved in it).
+  static Result<std::unique_ptr<WritableFile>> OpenAt(const std::filesystem::path& path,
+                                                      std::uint64_t offset);
   ~WritableFile();
   WritableFile(const WritableFile&) = delete;
   WritableFile& operator=(const WritableFile&) = delete;

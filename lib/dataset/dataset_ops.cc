@@ -2,6 +2,7 @@
 
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "core/file_io.h"
 #include "packrec/image.h"
@@ -49,7 +50,13 @@ VerifyStats VerifyDataset(const Reader& reader, const VerifyOptions& options,
   for (std::uint64_t i = 0; i < reader.size(); ++i) {
     Result<RecordView> view = reader.Read(i, scratch);
     if (!view.ok()) continue;  // Verify above has reported it
-    Status decoded = CheckDecodes(view->bytes);
+    Status decoded =
+        view->encoding != Encoding::kRawRgb ? CheckDecodes(view->bytes)
+        : view->bytes.size() == std::uint64_t{view->width} * view->height * 3
+            ? Status::OK()
+            : Status::Corruption("raw RGB record of " + std::to_string(view->bytes.size()) +
+                                 " bytes is not " + std::to_string(view->width) + "x" +
+                                 std::to_string(view->height) + "x3");
     if (!decoded.ok()) {
       reporter.Report({"", i, std::string(view->key), std::nullopt,
                        decoded.WithContext("record " + std::to_string(i) + " (key '" +
@@ -78,7 +85,14 @@ Result<ExtractStats> ExtractDataset(const Reader& reader, const fs::path& out_di
   Status status = reader.ForEach([&](const RecordView& view) -> Status {
     const std::string where =
         "record " + std::to_string(view.index) + " (key '" + std::string(view.key) + "')";
-    const fs::path target = root / fs::path(std::string(view.key));
+    fs::path target = root / fs::path(std::string(view.key));
+    // Decoded pixels are written as binary PPM (P6), which every image tool opens.
+    std::string ppm_header;
+    if (view.encoding == Encoding::kRawRgb) {
+      target.replace_extension(".ppm");
+      ppm_header =
+          "P6\n" + std::to_string(view.width) + " " + std::to_string(view.height) + "\n255\n";
+    }
     fs::create_directories(target.parent_path(), error);
     if (error) return ErrnoStatus("create directory", target.parent_path(), error.value());
     if (!ResolvesInside(target.parent_path(), root)) {
@@ -88,9 +102,17 @@ Result<ExtractStats> ExtractDataset(const Reader& reader, const fs::path& out_di
     if (fs::is_symlink(target, error)) {
       return Status::InvalidArgument(where + ": " + target.string() + " is a symlink; refusing");
     }
-    PACKREC_RETURN_IF_ERROR(WriteWholeFile(target, view.bytes, overwrite));
+    std::span<const std::byte> contents = view.bytes;
+    std::vector<std::byte> ppm;
+    if (!ppm_header.empty()) {
+      const auto header = AsBytes(ppm_header);
+      ppm.assign(header.begin(), header.end());
+      ppm.insert(ppm.end(), view.bytes.begin(), view.bytes.end());
+      contents = ppm;
+    }
+    PACKREC_RETURN_IF_ERROR(WriteWholeFile(target, contents, overwrite));
     ++stats.files_written;
-    stats.bytes_written += view.bytes.size();
+    stats.bytes_written += contents.size();
     return Status::OK();
   });
   if (!status.ok()) return status;

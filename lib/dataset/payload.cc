@@ -22,6 +22,34 @@ Result<StoredPayload> PreparePayload(const RecordInput& record, const WriterOpti
 }
 
 Status ValidateCommonWriterOptions(const WriterOptions& options) {
+  const bool pixels = options.hdf5_layout == Hdf5Layout::kPixels;
+  if (pixels && options.format != "hdf5") {
+    return Status::InvalidArgument("--hdf5-layout pixels needs --format hdf5");
+  }
+  if (pixels != (options.pixel_height > 0 || options.pixel_width > 0)) {
+    return Status::InvalidArgument(pixels ? "--hdf5-layout pixels needs --size H W"
+                                          : "--size applies to --hdf5-layout pixels only");
+  }
+  if (pixels && (options.pixel_height == 0 || options.pixel_width == 0 ||
+                 options.pixel_height > 65535 || options.pixel_width > 65535)) {
+    return Status::InvalidArgument("--size must be two numbers from 1 to 65535, got " +
+                                   std::to_string(options.pixel_height) + " " +
+                                   std::to_string(options.pixel_width));
+  }
+  if (options.compression == Compression::kDeflate) {
+    if (!pixels) {
+      return Status::InvalidArgument(
+          "--compress deflate applies to --hdf5-layout pixels only (use zstd for encoded images)");
+    }
+    if (options.compression_level < 1 || options.compression_level > 9) {
+      return Status::InvalidArgument("--compress deflate level must be 1 to 9, got " +
+                                     std::to_string(options.compression_level));
+    }
+  }
+  if (pixels && options.compression == Compression::kZstd) {
+    return Status::InvalidArgument(
+        "--hdf5-layout pixels takes --compress deflate (h5py cannot read zstd without a plugin)");
+  }
   if (options.compression == Compression::kZstd &&
       (options.compression_level < 1 || options.compression_level > ZSTD_maxCLevel())) {
     return Status::InvalidArgument("--compress zstd level must be 1 to " +

@@ -153,6 +153,8 @@ std::string_view EncodingName(Encoding encoding) {
       return "jpeg";
     case Encoding::kPng:
       return "png";
+    case Encoding::kRawRgb:
+      return "raw-rgb";
     case Encoding::kUnknown:
       break;
   }
@@ -223,6 +225,36 @@ Result<std::vector<std::byte>> TranscodeToJpeg(std::span<const std::byte> bytes,
   JpegEncodeOptions options;
   options.quality = quality > 0 ? quality : 90;
   return EncodeJpeg(pixels, options);
+}
+
+Result<std::vector<std::byte>> DecodeResizedRgb(std::span<const std::byte> bytes,
+                                                std::uint32_t width, std::uint32_t height) {
+  if (width == 0 || height == 0 || std::uint64_t{width} * height > kMaxImagePixels) {
+    return Status::InvalidArgument("output size " + std::to_string(width) + "x" +
+                                   std::to_string(height) + " is empty or too large");
+  }
+  // A shorter side of max(width, height) covers both output dimensions.
+  PACKREC_ASSIGN_OR_RETURN(const Pixels decoded, DecodeAny(bytes, std::max(width, height)));
+  const std::uint8_t channels = decoded.channels;
+  std::vector<std::uint8_t> resized;
+  const std::vector<std::uint8_t>* source = &decoded.data;
+  if (decoded.width != width || decoded.height != height) {
+    resized.resize(std::size_t{width} * height * channels);
+    if (stbir_resize_uint8(decoded.data.data(), static_cast<int>(decoded.width),
+                           static_cast<int>(decoded.height), 0, resized.data(),
+                           static_cast<int>(width), static_cast<int>(height), 0, channels) == 0) {
+      return Status::Internal("resize failed");
+    }
+    source = &resized;
+  }
+  std::vector<std::byte> rgb(std::size_t{width} * height * 3);
+  if (channels == 3) {
+    std::memcpy(rgb.data(), source->data(), rgb.size());
+  } else {
+    for (std::size_t i = 0; i < source->size(); ++i)
+      rgb[3 * i] = rgb[3 * i + 1] = rgb[3 * i + 2] = static_cast<std::byte>((*source)[i]);
+  }
+  return rgb;
 }
 
 }  // namespace packrec

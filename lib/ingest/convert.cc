@@ -42,6 +42,19 @@ Prepared PrepareItem(const SourceItem& item, const ConvertOptions& options) {
     prepared.status = image.status();
     return prepared;
   }
+  if (options.writer.hdf5_layout == Hdf5Layout::kPixels) {
+    Result<std::vector<std::byte>> pixels =
+        DecodeResizedRgb(*bytes, options.writer.pixel_width, options.writer.pixel_height);
+    if (!pixels.ok()) {
+      prepared.status = pixels.status();
+      return prepared;
+    }
+    prepared.bytes = std::move(pixels).value();
+    prepared.image = ImageInfo{Encoding::kRawRgb,           options.writer.pixel_width,
+                               options.writer.pixel_height, 3,
+                               Subsampling::kNone,          false};
+    return prepared;
+  }
   if (options.resize_short > 0 || options.quality > 0) {
     Result<std::vector<std::byte>> transcoded =
         TranscodeToJpeg(*bytes, options.resize_short, options.quality);
@@ -69,6 +82,12 @@ Status ValidateOptions(const ConvertOptions& options) {
   if (options.quality < 0 || options.quality > 100) {
     return Status::InvalidArgument("--quality must be 1 to 100, got " +
                                    std::to_string(options.quality));
+  }
+  if (options.writer.hdf5_layout == Hdf5Layout::kPixels &&
+      (options.resize_short > 0 || options.quality > 0)) {
+    return Status::InvalidArgument(
+        "--resize-short and --quality re-encode JPEGs; the pixels layout stores decoded images "
+        "(--size sets their size)");
   }
   if (options.resize_short > 65535) {
     return Status::InvalidArgument("--resize-short must be at most 65535, got " +
@@ -106,13 +125,37 @@ std::string OptionsJson(const ConvertOptions& options) {
     json["shard_size_bytes"] = options.writer.shard_size_bytes;
     json["align_bytes"] = options.writer.align_bytes;
   }
-  json["compression"] = options.writer.compression == Compression::kZstd ? "zstd" : "none";
+  json["compression"] = options.writer.compression == Compression::kZstd      ? "zstd"
+                        : options.writer.compression == Compression::kDeflate ? "deflate"
+                                                                              : "none";
   json["compression_level"] = options.writer.compression_level;
   json["shuffle_seed"] = options.shuffle_seed ? nlohmann::json(*options.shuffle_seed) : nullptr;
   json["resize_short"] = options.resize_short;
   json["quality"] = options.quality;
   json["on_error"] = options.on_error == OnError::kSkip ? "skip" : "fail";
+  if (options.writer.format == "hdf5") {
+    const bool pixels = options.writer.hdf5_layout == Hdf5Layout::kPixels;
+    json["hdf5_layout"] = pixels ? "pixels" : "encoded";
+    if (pixels) json["size"] = {options.writer.pixel_height, options.writer.pixel_width};
+  }
   return json.dump();
+}
+
+// The stored payload total when every input is stored as it is: the input files' sizes. LMDB
+// sizes its map from it and HDF5 writes /data in place when it comes out exact. Shards do not need
+// it, and when images are re-encoded or decoded it is unknown (0).
+std::uint64_t ExpectedPayloadBytes(const SourceListing& listing, const ConvertOptions& options) {
+  if (options.writer.format == "shard" || options.resize_short > 0 || options.quality > 0 ||
+      options.writer.hdf5_layout == Hdf5Layout::kPixels) {
+    return 0;
+  }
+  std::uint64_t total = 0;
+  for (const SourceItem& item : listing.items) {
+    std::error_code error;
+    const std::uint64_t size = fs::file_size(item.path, error);
+    if (!error) total += size;  // an unreadable input is reported when it is read
+  }
+  return total;
 }
 
 // Readers fill slots in a ring of `window` entries; the writer empties them in index order.
@@ -195,8 +238,10 @@ Result<ConvertStats> Convert(const ConvertOptions& options, const ProgressCallba
   metadata.options_json = OptionsJson(options);
   if (options.shuffle_seed) ShuffleListing(listing, *options.shuffle_seed);
 
+  WriterOptions writer_options = options.writer;
+  writer_options.expected_payload_bytes = ExpectedPayloadBytes(listing, options);
   PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<DatasetWriter> writer,
-                           CreateDatasetWriter(options.output, options.writer));
+                           CreateDatasetWriter(options.output, writer_options));
   ConvertStats stats;
   stats.empty_classes = listing.empty_classes;
   ConvertProgress report;

@@ -1,5 +1,6 @@
-// A full disk during convert: a clear error naming the path, and nothing left behind. Uses a real
-// 1 MiB tmpfs; skipped (with a message) where the test may not mount one (not root).
+// A full disk or an unwritable output during convert, for every format: a clear error naming the
+// path, and nothing left behind. Uses real tmpfs mounts; skipped (with a message) where the test
+// may not mount one (not root).
 #include <doctest/doctest.h>
 
 #include "packrec/convert.h"
@@ -11,33 +12,79 @@ namespace {
 
 namespace fs = std::filesystem;
 
+struct FormatCase {
+  std::string format;
+  std::string output;     // under the mount point
+  std::string data_file;  // the error names it
+};
+
+const FormatCase kCases[] = {
+    {"shard", "ds", "shard-000000.pkr"},
+    {"lmdb", "ds", "data.mdb"},
+    {"hdf5", "ds.h5", "ds.h5"},
+};
+
+bool NothingLeft(const fs::path& mount_point) { return fs::is_empty(mount_point); }
+
 TEST_CASE("disk full during convert: IOError names the file, exit code 6, no partial output") {
   test::TempDir dir;
   SynthOptions synth;
   synth.classes = 2;
   synth.per_class = 40;  // about 2 MiB, twice the tmpfs
   REQUIRE(WriteSyntheticTree(dir / "tree", synth).ok());
-  const fs::path mount_point = dir / "small";
+  for (const FormatCase& format : kCases) {
+    CAPTURE(format.format);
+    const fs::path mount_point = dir / ("small-" + format.format);
+    test::ScopedTmpfs tmpfs(mount_point, "1m");
+    if (!tmpfs.mounted()) {
+      MESSAGE("skipped: cannot mount a tmpfs here (needs root)");
+      return;
+    }
+    ConvertOptions options;
+    options.source = dir / "tree";
+    options.output = mount_point / format.output;
+    options.writer.format = format.format;
+    auto result = Convert(options);
+    REQUIRE_FALSE(result.ok());
+    CHECK(result.status().code() == StatusCode::kIOError);
+    CHECK_MESSAGE(result.status().message().find("No space left on device") != std::string::npos,
+                  result.status().ToString());
+    CHECK_MESSAGE(result.status().message().find(format.data_file) != std::string::npos,
+                  result.status().ToString());
+    CHECK(NothingLeft(mount_point));
+
+    auto cli =
+        test::RunCli("convert -q --format " + format.format + " " + test::Quote(dir / "tree") +
+                     " " + test::Quote(mount_point / ("2" + format.output)));
+    CHECK(cli.exit_code == 6);
+    CHECK(cli.output.find("No space left on device") != std::string::npos);
+    CHECK(NothingLeft(mount_point));
+  }
+}
+
+TEST_CASE("output on a read-only file system: IOError names the path, exit code 6") {
+  test::TempDir dir;
+  SynthOptions synth;
+  synth.classes = 2;
+  synth.per_class = 3;
+  REQUIRE(WriteSyntheticTree(dir / "tree", synth).ok());
+  const fs::path mount_point = dir / "readonly";
   test::ScopedTmpfs tmpfs(mount_point, "1m");
-  if (!tmpfs.mounted()) {
-    MESSAGE("skipped: cannot mount a tmpfs here (needs root)");
+  if (!tmpfs.mounted() || !tmpfs.RemountReadOnly()) {
+    MESSAGE("skipped: cannot mount a read-only tmpfs here (needs root)");
     return;
   }
-  ConvertOptions options;
-  options.source = dir / "tree";
-  options.output = mount_point / "ds";
-  auto result = Convert(options);
-  REQUIRE_FALSE(result.ok());
-  CHECK(result.status().code() == StatusCode::kIOError);
-  CHECK(result.status().message().find("No space left on device") != std::string::npos);
-  CHECK(result.status().message().find("shard-000000.pkr") != std::string::npos);
-  CHECK_FALSE(fs::exists(mount_point / "ds"));
-
-  auto cli = test::RunCli("convert -q " + test::Quote(dir / "tree") + " " +
-                          test::Quote(mount_point / "ds2"));
-  CHECK(cli.exit_code == 6);
-  CHECK(cli.output.find("No space left on device") != std::string::npos);
-  CHECK_FALSE(fs::exists(mount_point / "ds2"));
+  for (const FormatCase& format : kCases) {
+    CAPTURE(format.format);
+    auto cli =
+        test::RunCli("convert -q --format " + format.format + " " + test::Quote(dir / "tree") +
+                     " " + test::Quote(mount_point / format.output));
+    CHECK(cli.exit_code == 6);
+    CHECK_MESSAGE(cli.output.find("Read-only file system") != std::string::npos, cli.output);
+    CHECK_MESSAGE(cli.output.find((mount_point / format.output).string()) != std::string::npos,
+                  cli.output);
+    CHECK(NothingLeft(mount_point));
+  }
 }
 
 }  // namespace

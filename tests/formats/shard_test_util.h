@@ -32,8 +32,15 @@ inline std::vector<TestRecord> MakeRecords(std::size_t count, std::uint64_t seed
   return records;
 }
 
+// As WriterOptions::expected_payload_bytes: WriteDataset puts the records' exact total there.
+inline constexpr std::uint64_t kExactPayloadBytes = ~std::uint64_t{0};
+
 inline void WriteDataset(const std::filesystem::path& dir, const std::vector<TestRecord>& records,
                          WriterOptions options = {}) {
+  if (options.expected_payload_bytes == kExactPayloadBytes) {
+    options.expected_payload_bytes = 0;
+    for (const TestRecord& record : records) options.expected_payload_bytes += record.bytes.size();
+  }
   auto writer = CreateDatasetWriter(dir, options);
   REQUIRE_MESSAGE(writer.ok(), writer.status().ToString());
   for (const TestRecord& record : records) {

@@ -3,7 +3,9 @@
 
 Usage: h5py_check.py PACKREC_CLI WORK_DIR
 Converts a synthetic tree with the packrec CLI to HDF5, then checks with h5py alone that every
-record's key, label and bytes match the original files (docs/formats/hdf5.md). Exit 77 (skipped)
+record's key, label and bytes match the original files (docs/formats/hdf5.md). Then the pixels
+layout: h5py's images[i] must equal the pixels packrec's decoder produced (packrec extract writes
+them as PPM; the C++ tests check those against a fresh decode of each source). Exit 77 (skipped)
 without h5py.
 """
 import json
@@ -45,3 +47,21 @@ with h5py.File(dataset, "r") as f:
         assert labels[i] == classes.index(key.split("/")[0]), (key, labels[i])
         assert f["width"][i] > 0 and f["height"][i] > 0
 print(f"h5py read {n} records, bytes and labels identical")
+
+pixels, extracted = os.path.join(work, "pixels.h5"), os.path.join(work, "pixels-out")
+subprocess.run([cli, "convert", "-q", tree, pixels, "--format", "hdf5", "--hdf5-layout", "pixels",
+                "--size", "24", "40", "--compress", "deflate"], check=True, stdout=subprocess.DEVNULL)
+subprocess.run([cli, "extract", pixels, extracted], check=True, stdout=subprocess.DEVNULL)
+with h5py.File(pixels, "r") as f:
+    images, labels, keys = f["images"], f["labels"][:], f["keys"]
+    assert images.shape == (45, 24, 40, 3) and images.dtype == "uint8", images.shape
+    assert images.chunks == (1, 24, 40, 3) and images.compression == "gzip", images.chunks
+    for i in range(len(labels)):
+        key = keys[i].decode() if isinstance(keys[i], bytes) else keys[i]
+        assert labels[i] == classes.index(key.split("/")[0]), (key, labels[i])
+        with open(os.path.join(extracted, os.path.splitext(key)[0] + ".ppm"), "rb") as ppm:
+            decoded = ppm.read()
+        header = b"P6\n40 24\n255\n"
+        assert decoded.startswith(header), key
+        assert images[i].tobytes() == decoded[len(header):], key
+print(f"h5py read {len(labels)} images of the pixels layout, identical to packrec's decode")

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "cli_common.h"
 #include "packrec/convert.h"
@@ -50,6 +51,8 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
     std::string list_format = "auto";
     std::string on_error = "fail";
     std::string root;
+    std::string hdf5_layout = "encoded";
+    std::vector<std::uint32_t> size;
     std::uint64_t seed = 0;
     bool shuffle = false;
     bool quiet = false;
@@ -85,10 +88,15 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
   command
       ->add_option(
           "--compress", args->compress,
-          "Per-record compression: none, zstd or zstd:LEVEL (1-22); JPEGs stay as they are")
+          "Per-record compression: none, zstd or zstd:LEVEL (1-22), JPEGs staying as they are; "
+          "for --hdf5-layout pixels: deflate or deflate:LEVEL (1-9)")
       ->check(CLI::Validator(
           [](std::string& value) -> std::string {
-            if (value == "none" || value == "zstd") return "";
+            if (value == "none" || value == "zstd" || value == "deflate") return "";
+            if (value.rfind("deflate:", 0) == 0 && value.size() == 9 && value[8] >= '1' &&
+                value[8] <= '9') {
+              return "";
+            }
             if (value.rfind("zstd:", 0) == 0) {
               const std::string level = value.substr(5);
               if (!level.empty() && level.size() <= 2 &&
@@ -97,9 +105,11 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
                 if (n >= 1 && n <= 22) return "";
               }
             }
-            return "must be none, zstd or zstd:1 to zstd:22, got '" + value + "'";
+            return "must be none, zstd, zstd:1 to zstd:22, deflate or deflate:1 to deflate:9, "
+                   "got '" +
+                   value + "'";
           },
-          "none|zstd[:LEVEL]"))
+          "none|zstd[:LEVEL]|deflate[:LEVEL]"))
       ->capture_default_str();
   command
       ->add_option("--map-size", args->options.writer.map_size_bytes,
@@ -107,6 +117,17 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
                    "starting point")
       ->transform(CLI::AsSizeValue(false))
       ->default_str("0");
+  command
+      ->add_option("--hdf5-layout", args->hdf5_layout,
+                   "hdf5: encoded (the images as they are, in one contiguous /data) or pixels "
+                   "(decoded, resized to --size, in an N x H x W x 3 /images dataset)")
+      ->check(CLI::IsMember({"encoded", "pixels"}))
+      ->capture_default_str();
+  command
+      ->add_option("--size", args->size,
+                   "hdf5 pixels layout: output height and width; images are stretched to it")
+      ->expected(2)
+      ->check(CLI::Range(1u, 65535u));
   command
       ->add_option("--commit-records", args->options.writer.commit_records,
                    "lmdb: records per write transaction")
@@ -151,10 +172,21 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
                         : args->list_format == "mxnet" ? ListFileKind::kMxnet
                                                        : ListFileKind::kAuto;
     options.on_error = args->on_error == "skip" ? OnError::kSkip : OnError::kFail;
-    if (args->compress != "none") {
+    if (args->compress.rfind("zstd", 0) == 0) {
       options.writer.compression = Compression::kZstd;
       if (args->compress.size() > 5)
         options.writer.compression_level = std::stoi(args->compress.substr(5));
+    } else if (args->compress.rfind("deflate", 0) == 0) {
+      options.writer.compression = Compression::kDeflate;
+      options.writer.compression_level =
+          args->compress.size() > 8 ? std::stoi(args->compress.substr(8)) : 4;
+    }
+    if (args->hdf5_layout == "pixels") {
+      options.writer.hdf5_layout = Hdf5Layout::kPixels;
+    }
+    if (!args->size.empty()) {
+      options.writer.pixel_height = args->size[0];
+      options.writer.pixel_width = args->size[1];
     }
     if (args->shuffle || command->count("--seed") > 0) options.shuffle_seed = args->seed;
     ProgressCallback progress;
@@ -187,8 +219,10 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
                   name.c_str());
     }
     if (!stats->rejects.empty()) {
-      std::printf("rejected %zu inputs (listed in %s/rejects.tsv); the first: %s: %s\n",
-                  stats->rejects.size(), args->output.c_str(), stats->rejects.front().path.c_str(),
+      const std::string listed =
+          args->output + (options.writer.format == "hdf5" ? ".rejects.tsv" : "/rejects.tsv");
+      std::printf("rejected %zu inputs (listed in %s); the first: %s: %s\n", stats->rejects.size(),
+                  listed.c_str(), stats->rejects.front().path.c_str(),
                   stats->rejects.front().reason.c_str());
     }
   });
