@@ -6,7 +6,7 @@ packages=(
   g++ cmake make pkg-config git bc clang-format
   libturbojpeg0-dev libpng-dev libstb-dev libzstd-dev libxxhash-dev
   libcli11-dev nlohmann-json3-dev doctest-dev
-  liblmdb-dev libhdf5-dev python3 python3-lmdb python3-h5py
+  liblmdb-dev libhdf5-dev python3 python3-lmdb python3-h5py python3-protobuf
 )
 missing=()
 for package in "${packages[@]}"; do

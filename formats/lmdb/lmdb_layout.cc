@@ -59,4 +59,116 @@ bool DecodeValueHeader(std::span<const std::byte> value, ValueHeader* header) {
          (header->flags & ~(kValueProgressive | kValueZstd)) == 0;
 }
 
+// A hand encoder for this one message, not libprotobuf: the Datum wire format is four fields of
+// two wire types, stable since 2008, and writing it by hand keeps the payload a slice of the value
+// (zero-copy on read, no per-record message object), adds no protoc step or runtime library to
+// the build and to every consumer of the static library, and lets the parser below be strict about
+// hostile values. The interop test checks it against Google's protobuf (python3-protobuf).
+namespace {
+
+enum WireType : std::uint8_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
+
+void PutVarint(std::vector<std::byte>& out, std::uint64_t value) {
+  while (value >= 0x80) {
+    out.push_back(static_cast<std::byte>((value & 0x7f) | 0x80));
+    value >>= 7;
+  }
+  out.push_back(static_cast<std::byte>(value));
+}
+
+void PutTag(std::vector<std::byte>& out, std::uint32_t field, WireType type) {
+  PutVarint(out, (std::uint64_t{field} << 3) | type);
+}
+
+bool GetVarint(std::span<const std::byte> in, std::size_t* pos, std::uint64_t* value) {
+  *value = 0;
+  for (unsigned shift = 0; shift < 64; shift += 7) {
+    if (*pos >= in.size()) return false;
+    const auto b = static_cast<std::uint8_t>(in[(*pos)++]);
+    *value |= std::uint64_t{b & 0x7fu} << shift;
+    if ((b & 0x80) == 0) return true;
+  }
+  return false;  // more than 10 bytes
+}
+
+}  // namespace
+
+std::vector<std::byte> DatumPrefix(std::span<const std::byte> header, std::string_view key,
+                                   std::size_t payload_size) {
+  std::vector<std::byte> out;
+  out.reserve(header.size() + key.size() + 16);
+  PutTag(out, kDatumPackrecField, kLengthDelimited);
+  PutVarint(out, header.size() + key.size());
+  out.insert(out.end(), header.begin(), header.end());
+  const auto key_bytes = std::as_bytes(std::span<const char>(key.data(), key.size()));
+  out.insert(out.end(), key_bytes.begin(), key_bytes.end());
+  PutTag(out, 4, kLengthDelimited);
+  PutVarint(out, payload_size);
+  return out;
+}
+
+std::vector<std::byte> DatumSuffix(std::uint32_t label) {
+  std::vector<std::byte> out;
+  PutTag(out, 5, kVarint);
+  PutVarint(out, label);
+  PutTag(out, 7, kVarint);
+  PutVarint(out, 1);
+  return out;
+}
+
+bool ParseDatum(std::span<const std::byte> value, DatumFields* fields) {
+  *fields = DatumFields{};
+  bool seen_data = false, seen_packrec = false, seen_encoded = false;
+  std::size_t pos = 0;
+  while (pos < value.size()) {
+    std::uint64_t tag = 0;
+    if (!GetVarint(value, &pos, &tag)) return false;
+    const std::uint64_t field = tag >> 3;
+    if (field == 0) return false;
+    switch (static_cast<WireType>(tag & 7)) {
+      case kVarint: {
+        std::uint64_t number = 0;
+        if (!GetVarint(value, &pos, &number)) return false;
+        if (field == 5) {
+          if (fields->has_label) return false;
+          fields->label = number;
+          fields->has_label = true;
+        } else if (field == 7) {
+          if (seen_encoded) return false;
+          fields->encoded = number != 0;
+          seen_encoded = true;
+        }
+        break;
+      }
+      case kLengthDelimited: {
+        std::uint64_t size = 0;
+        if (!GetVarint(value, &pos, &size) || size > value.size() - pos) return false;
+        const auto bytes = value.subspan(pos, static_cast<std::size_t>(size));
+        pos += static_cast<std::size_t>(size);
+        if (field == 4) {
+          if (seen_data) return false;
+          fields->data = bytes;
+          seen_data = true;
+        } else if (field == kDatumPackrecField) {
+          if (seen_packrec) return false;
+          fields->packrec = bytes;
+          seen_packrec = true;
+        }
+        break;
+      }
+      case kFixed64:
+        if (value.size() - pos < 8) return false;
+        pos += 8;
+        break;
+      case kFixed32:
+        if (value.size() - pos < 4) return false;
+        pos += 4;
+        break;
+      default:
+        return false;  // groups (3, 4) and unused wire types
+    }
+  }
+  return seen_data && seen_packrec;
+}
+
 }  // namespace packrec::lmdb

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <vector>
 
 namespace packrec::lmdb {
 
@@ -55,6 +56,33 @@ bool ParseRecordKey(std::span<const std::byte> key, std::uint64_t* index);
 void EncodeValueHeader(const ValueHeader& header, std::span<std::byte, kValueHeaderSize> out);
 // False on bad magic, unknown version or non-zero reserved bytes.
 bool DecodeValueHeader(std::span<const std::byte> value, ValueHeader* header);
+
+// Caffe Datum values (--lmdb-values caffe-datum): each value is a protobuf `caffe.Datum` with
+// data (4) = the encoded image, label (5) and encoded (7) = true, exactly what Caffe's
+// convert_imageset --encoded writes, so Caffe and DALI's fn.readers.caffe read it. packrec's own
+// value header and key ride in field 1729, which caffe.proto does not define: protobuf parsers
+// keep unknown fields aside and Caffe and DALI never look at them. Caffe reads every entry of the
+// database as a Datum, so the manifest cannot be a key there (nor a named database, whose name is
+// a key of the main one): it is the file kDatumManifestName beside data.mdb.
+inline constexpr std::uint32_t kDatumPackrecField = 1729;
+inline constexpr char kDatumManifestName[] = "packrec-manifest.json";
+
+// The bytes before the payload (field 1729 with header and key, then field 4's tag and length)
+// and after it (label and encoded).
+std::vector<std::byte> DatumPrefix(std::span<const std::byte> header, std::string_view key,
+                                   std::size_t payload_size);
+std::vector<std::byte> DatumSuffix(std::uint32_t label);
+
+struct DatumFields {
+  std::span<const std::byte> data;     // field 4
+  std::span<const std::byte> packrec;  // field 1729: value header, then the key
+  std::uint64_t label = 0;
+  bool has_label = false;
+  bool encoded = false;
+};
+// Parses the protobuf wire format strictly: known wire types only, lengths inside the value, no
+// field repeated. Unknown fields are skipped as protobuf does. False on anything malformed.
+bool ParseDatum(std::span<const std::byte> value, DatumFields* fields);
 
 }  // namespace packrec::lmdb
 

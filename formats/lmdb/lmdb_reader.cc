@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/checksum.h"
+#include "core/file_io.h"
 #include "dataset/manifest_json.h"
 #include "dataset/payload.h"
 #include "lmdb/lmdb_format.h"
@@ -125,25 +126,14 @@ class LmdbReader final : public Reader {
     ReadTransaction txn;
     PACKREC_RETURN_IF_ERROR(txn.Begin(env_->get(), dir_));
     const MDB_dbi dbi = env_->dbi();
-    MDB_val key{kManifestKey.size(), const_cast<char*>(kManifestKey.data())};
-    MDB_val value;
-    int rc = mdb_get(txn.get(), dbi, &key, &value);
-    if (rc == MDB_NOTFOUND) {
-      return Status::Corruption(data_file_ +
-                                ": no packrec manifest key (not written by packrec, or damaged)");
-    }
-    if (rc != MDB_SUCCESS) return LmdbError(rc, "read manifest from", dir_);
-    PACKREC_ASSIGN_OR_RETURN(
-        const DatasetManifest manifest,
-        ParseManifestJson(std::string_view(static_cast<const char*>(value.mv_data), value.mv_size),
-                          data_file_ + " (manifest key)", kManifestFormatName, kLmdbFormatVersion));
+    PACKREC_ASSIGN_OR_RETURN(const DatasetManifest manifest, ReadManifest(txn.get()));
     MDB_stat stat;
-    rc = mdb_stat(txn.get(), dbi, &stat);
+    const int rc = mdb_stat(txn.get(), dbi, &stat);
     if (rc != MDB_SUCCESS) return LmdbError(rc, "stat", dir_);
-    if (stat.ms_entries != manifest.record_count + 1) {
+    const std::uint64_t entries = manifest.record_count + (datum_ ? 0 : 1);
+    if (stat.ms_entries != entries) {
       return Status::Corruption(data_file_ + ": holds " + std::to_string(stat.ms_entries) +
-                                " entries, the manifest says " +
-                                std::to_string(manifest.record_count) + " records + 1");
+                                " entries, the manifest says " + std::to_string(entries));
     }
     info_ = InfoFromManifest(manifest, "lmdb");
     info_.files.push_back({kDataFileName, 0, manifest.record_count,
@@ -247,10 +237,11 @@ class LmdbReader final : public Reader {
         stats.bytes_checked += value.mv_size;
       } else {
         ValueHeader header;
-        std::string record_key;
-        if (DecodeValueHeader(Bytes(value), &header) &&
-            kValueHeaderSize + header.key_size <= value.mv_size) {
-          record_key.assign(static_cast<const char*>(value.mv_data) + kValueHeaderSize,
+        std::string record_key, ignored;
+        const auto parts = Split(Bytes(value), &ignored);
+        if (parts && DecodeValueHeader(parts->packrec, &header) &&
+            kValueHeaderSize + header.key_size <= parts->packrec.size()) {
+          record_key.assign(reinterpret_cast<const char*>(parts->packrec.data()) + kValueHeaderSize,
                             header.key_size);
         }
         report(index, std::move(record_key), view.status());
@@ -268,6 +259,54 @@ class LmdbReader final : public Reader {
   }
 
  private:
+  // The manifest key, or for Caffe Datum values the manifest file beside data.mdb.
+  Result<DatasetManifest> ReadManifest(MDB_txn* txn) {
+    MDB_val key{kManifestKey.size(), const_cast<char*>(kManifestKey.data())};
+    MDB_val value;
+    const int rc = mdb_get(txn, env_->dbi(), &key, &value);
+    if (rc == MDB_SUCCESS) {
+      return ParseManifestJson(
+          std::string_view(static_cast<const char*>(value.mv_data), value.mv_size),
+          data_file_ + " (manifest key)", kManifestFormatName, kLmdbFormatVersion);
+    }
+    if (rc != MDB_NOTFOUND) return LmdbError(rc, "read manifest from", dir_);
+    const fs::path sidecar = dir_ / kDatumManifestName;
+    std::error_code error;
+    if (!fs::exists(sidecar, error)) {
+      return Status::Corruption(data_file_ + ": no packrec manifest key and no " +
+                                kDatumManifestName +
+                                " beside it (not written by packrec, or "
+                                "damaged)");
+    }
+    PACKREC_ASSIGN_OR_RETURN(const std::vector<std::byte> text, ReadWholeFile(sidecar));
+    datum_ = true;
+    return ParseManifestJson(
+        std::string_view(reinterpret_cast<const char*>(text.data()), text.size()), sidecar.string(),
+        kManifestFormatName, kLmdbFormatVersion);
+  }
+
+  // The packrec part of a value: the whole value, or field 1729 of a Datum (whose data field is
+  // then the payload).
+  struct ValueParts {
+    std::span<const std::byte> packrec;
+    std::span<const std::byte> payload;
+    std::uint64_t label = 0;
+  };
+  std::optional<ValueParts> Split(std::span<const std::byte> value, std::string* problem) const {
+    if (!datum_) return ValueParts{value, {}};
+    DatumFields fields;
+    if (!ParseDatum(value, &fields)) {
+      *problem = "not a well-formed caffe.Datum with packrec's field " +
+                 std::to_string(kDatumPackrecField);
+      return std::nullopt;
+    }
+    if (!fields.encoded || !fields.has_label) {
+      *problem = "caffe.Datum without encoded = true and a label";
+      return std::nullopt;
+    }
+    return ValueParts{fields.packrec, fields.data, fields.label};
+  }
+
   // The environment of this process: a child of fork() opens its own.
   Result<const Environment*> Env() const {
     std::lock_guard lock(env_mutex_);
@@ -304,20 +343,34 @@ class LmdbReader final : public Reader {
   Result<RecordView> Decode(std::uint64_t index, std::span<const std::byte> value,
                             ReadScratch& scratch, bool verify) const {
     const std::string where = data_file_ + ": record " + std::to_string(index);
+    std::string problem;
+    const std::optional<ValueParts> parts = Split(value, &problem);
+    if (!parts) return Status::Corruption(where + ": " + problem);
+    const std::span<const std::byte> packrec = parts->packrec;
     ValueHeader header;
-    if (!DecodeValueHeader(value, &header) || value.size() < kValueHeaderSize + header.key_size) {
+    if (!DecodeValueHeader(packrec, &header) ||
+        packrec.size() < kValueHeaderSize + header.key_size) {
       return Status::Corruption(where + ": malformed value header");
     }
     RecordView view;
     view.index = index;
-    view.key = std::string_view(reinterpret_cast<const char*>(value.data()) + kValueHeaderSize,
+    view.key = std::string_view(reinterpret_cast<const char*>(packrec.data()) + kValueHeaderSize,
                                 header.key_size);
     view.label = header.label;
     view.width = header.width;
     view.height = header.height;
     view.channels = header.channels;
     view.encoding = static_cast<Encoding>(header.encoding);
-    const std::span<const std::byte> stored = value.subspan(kValueHeaderSize + header.key_size);
+    std::span<const std::byte> stored = packrec.subspan(kValueHeaderSize + header.key_size);
+    if (datum_) {
+      if (!stored.empty()) return Status::Corruption(where + ": payload inside packrec's field");
+      stored = parts->payload;
+      if (parts->label != header.label) {
+        return Status::Corruption(where + ": caffe.Datum label " + std::to_string(parts->label) +
+                                  " differs from the packrec header's " +
+                                  std::to_string(header.label));
+      }
+    }
     if (verify) {
       const std::uint64_t computed = Xxh64(stored, /*seed=*/index);
       if (computed != header.checksum) {
@@ -354,6 +407,7 @@ class LmdbReader final : public Reader {
   std::string data_file_;
   OpenOptions options_;
   DatasetInfo info_;
+  bool datum_ = false;  // values are caffe.Datum (the manifest is the file beside data.mdb)
   mutable std::unique_ptr<Environment> env_;
   mutable std::vector<std::unique_ptr<Environment>> retired_;
   mutable std::mutex env_mutex_;

@@ -7,9 +7,8 @@
 #include <lmdb.h>
 #include <sys/statvfs.h>
 
-#include <cerrno>
-
 #include <algorithm>
+#include <cerrno>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -220,8 +219,20 @@ Status LmdbWriter::Add(const RecordInput& record) {
   std::array<std::byte, kValueHeaderSize> header_bytes{};
   EncodeValueHeader(header, header_bytes);
   const auto key = RecordKey(records_);
-  const std::span<const std::byte> parts[] = {header_bytes, AsBytes(record.key), stored};
-  Queue(key, parts);
+  if (options_.lmdb_values == LmdbValues::kCaffeDatum) {
+    if (record.label > 0x7fffffffu) {
+      return Status::InvalidArgument(
+          "record " + std::to_string(records_) + " ('" + std::string(record.key) + "'): label " +
+          std::to_string(record.label) + " does not fit caffe.Datum's int32 label");
+    }
+    const std::vector<std::byte> prefix = DatumPrefix(header_bytes, record.key, stored.size());
+    const std::vector<std::byte> suffix = DatumSuffix(record.label);
+    const std::span<const std::byte> parts[] = {prefix, stored, suffix};
+    Queue(key, parts);
+  } else {
+    const std::span<const std::byte> parts[] = {header_bytes, AsBytes(record.key), stored};
+    Queue(key, parts);
+  }
   PACKREC_RETURN_IF_ERROR(PutPending());
   ++records_;
   payload_bytes_ += stored.size();
@@ -237,8 +248,11 @@ Status LmdbWriter::Finish(const DatasetMetadata& metadata) {
   const DatasetManifest manifest = ManifestFromMetadata(
       metadata, kManifestFormatName, kLmdbFormatVersion, records_, payload_bytes_, label_count_);
   PACKREC_ASSIGN_OR_RETURN(const std::string text, SerializeManifestJson(manifest));
-  const std::span<const std::byte> parts[] = {AsBytes(text)};
-  Queue(AsBytes(kManifestKey), parts);
+  const bool datum = options_.lmdb_values == LmdbValues::kCaffeDatum;
+  if (!datum) {
+    const std::span<const std::byte> parts[] = {AsBytes(text)};
+    Queue(AsBytes(kManifestKey), parts);
+  }
   PACKREC_RETURN_IF_ERROR(CommitBatch());
   mdb_txn_abort(txn_);  // the empty transaction CommitBatch opened
   txn_ = nullptr;
@@ -249,6 +263,10 @@ Status LmdbWriter::Finish(const DatasetMetadata& metadata) {
   fs::remove(out_.write_dir() / "lock.mdb", error);  // readers make their own
   bytes_written_ = fs::file_size(data_file, error);
   PACKREC_RETURN_IF_ERROR(WriteRejectsFile(out_.write_dir() / "rejects.tsv", metadata.rejects));
+  if (datum) {
+    PACKREC_RETURN_IF_ERROR(
+        WriteFileAtomically(out_.write_dir() / kDatumManifestName, AsBytes(text)));
+  }
   PACKREC_RETURN_IF_ERROR(SyncDirectory(out_.write_dir()));
   PACKREC_RETURN_IF_ERROR(out_.Commit());
   finished_ = true;

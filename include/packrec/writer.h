@@ -28,6 +28,11 @@ enum class Compression : std::uint8_t {
   kDeflate = 2,  // hdf5 pixels layout only: HDF5's gzip filter, which h5py reads without plugins
 };
 
+enum class LmdbValues : std::uint8_t {
+  kPackrec,     // packrec's value header, the key, the payload (docs/formats/lmdb.md)
+  kCaffeDatum,  // caffe.Datum protobufs (encoded = true), which Caffe and DALI's caffe reader read
+};
+
 enum class Hdf5Layout : std::uint8_t {
   kEncoded,  // the encoded images in one contiguous /data dataset (docs/formats/hdf5.md)
   kPixels,   // decoded images in an N x H x W x 3 chunked /images dataset
@@ -45,6 +50,8 @@ struct WriterOptions {
   std::uint64_t map_size_bytes = 0;
   // lmdb: records per write transaction (a transaction also commits at 4 MiB of values).
   std::uint32_t commit_records = 1000;
+  // lmdb: the value layout.
+  LmdbValues lmdb_values = LmdbValues::kPackrec;
   // Total bytes of the records that will be added, when the caller knows it up front (0: not
   // known). hdf5: payloads go straight to their place in /data when the total matches (otherwise
   // they are copied there at Finish); lmdb: the first map size when map_size_bytes is 0.

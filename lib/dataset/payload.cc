@@ -46,6 +46,15 @@ Status ValidateCommonWriterOptions(const WriterOptions& options) {
                                      std::to_string(options.compression_level));
     }
   }
+  if (options.lmdb_values == LmdbValues::kCaffeDatum) {
+    if (options.format != "lmdb") {
+      return Status::InvalidArgument("--lmdb-values caffe-datum needs --format lmdb");
+    }
+    if (options.compression != Compression::kNone) {
+      return Status::InvalidArgument(
+          "--lmdb-values caffe-datum stores images as Caffe reads them: no --compress");
+    }
+  }
   if (pixels && options.compression == Compression::kZstd) {
     return Status::InvalidArgument(
         "--hdf5-layout pixels takes --compress deflate (h5py cannot read zstd without a plugin)");

@@ -133,6 +133,10 @@ std::string OptionsJson(const ConvertOptions& options) {
   json["resize_short"] = options.resize_short;
   json["quality"] = options.quality;
   json["on_error"] = options.on_error == OnError::kSkip ? "skip" : "fail";
+  if (options.writer.format == "lmdb") {
+    json["lmdb_values"] =
+        options.writer.lmdb_values == LmdbValues::kCaffeDatum ? "caffe-datum" : "packrec";
+  }
   if (options.writer.format == "hdf5") {
     const bool pixels = options.writer.hdf5_layout == Hdf5Layout::kPixels;
     json["hdf5_layout"] = pixels ? "pixels" : "encoded";

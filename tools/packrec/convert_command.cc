@@ -52,6 +52,7 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
     std::string on_error = "fail";
     std::string root;
     std::string hdf5_layout = "encoded";
+    std::string lmdb_values = "packrec";
     std::vector<std::uint32_t> size;
     std::uint64_t seed = 0;
     bool shuffle = false;
@@ -118,6 +119,13 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
       ->transform(CLI::AsSizeValue(false))
       ->default_str("0");
   command
+      ->add_option("--lmdb-values", args->lmdb_values,
+                   "lmdb: packrec (packrec's value header, key and image) or caffe-datum "
+                   "(caffe.Datum protobufs with encoded=true, read by Caffe and DALI's "
+                   "fn.readers.caffe; the manifest goes to OUT/packrec-manifest.json)")
+      ->check(CLI::IsMember({"packrec", "caffe-datum"}))
+      ->capture_default_str();
+  command
       ->add_option("--hdf5-layout", args->hdf5_layout,
                    "hdf5: encoded (the images as they are, in one contiguous /data) or pixels "
                    "(decoded, resized to --size, in an N x H x W x 3 /images dataset)")
@@ -181,6 +189,7 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
       options.writer.compression_level =
           args->compress.size() > 8 ? std::stoi(args->compress.substr(8)) : 4;
     }
+    if (args->lmdb_values == "caffe-datum") options.writer.lmdb_values = LmdbValues::kCaffeDatum;
     if (args->hdf5_layout == "pixels") {
       options.writer.hdf5_layout = Hdf5Layout::kPixels;
     }
