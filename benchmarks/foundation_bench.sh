@@ -3,7 +3,8 @@
 #   1. pass-through conversion (packrec convert, which fsyncs) to shards and to LMDB vs `tar cf` +
 #      sync of the same tree, and vs a straightforward python-lmdb script (when python3-lmdb is
 #      installed)
-#   2. warm sequential read of every record (packrec_read_bench) vs `cat` of the data files
+#   2. warm sequential read of every record (packrec_read_bench) of each format vs `cat` of its
+#      data files (whole process) and vs the same read() loop in a process (read loop only)
 # Prints a markdown table of medians and ratios (> 1.0 means packrec is faster).
 # Usage: benchmarks/foundation_bench.sh [BUILD_DIR] [IMAGES] [RUNS]
 set -euo pipefail
@@ -59,42 +60,46 @@ convert_s=$(printf '%s\n' "${convert_times[@]}" | median)
 lmdb_s=$(printf '%s\n' "${lmdb_times[@]}" | median)
 hdf5_s=$(printf '%s\n' "${hdf5_times[@]}" | median)
 
-shard_bytes=$(cat "$work"/ds/shard-*.pkr | wc -c)
-cat "$work"/ds/shard-*.pkr >/dev/null
-lmdb_bytes=$(wc -c <"$work/db/data.mdb")
-cat "$work/db/data.mdb" >/dev/null
-hdf5_bytes=$(wc -c <"$work/data.h5")
-cat "$work/data.h5" >/dev/null
-cath5_times=() readh5_times=()
-cat_times=() read_times=() inner_times=() raw_times=() catdb_times=() readdb_times=()
-for ((r = 0; r < runs; r++)); do
-  t0=$EPOCHREALTIME; cat "$work"/ds/shard-*.pkr >/dev/null; t1=$EPOCHREALTIME
-  cat_times+=("$(echo "$t1 - $t0" | bc -l)")
-  t0=$EPOCHREALTIME; "$read_bench" "$work/ds" >"$work/read.out"; t1=$EPOCHREALTIME
-  read_times+=("$(echo "$t1 - $t0" | bc -l)")
-  inner_times+=("$(sed 's/.* seconds=\([0-9.]*\).*/\1/' "$work/read.out")")
-  t0=$EPOCHREALTIME; "$read_bench" "$work/ds" --no-verify >/dev/null; t1=$EPOCHREALTIME
-  raw_times+=("$(echo "$t1 - $t0" | bc -l)")
-  t0=$EPOCHREALTIME; cat "$work/db/data.mdb" >/dev/null; t1=$EPOCHREALTIME
-  catdb_times+=("$(echo "$t1 - $t0" | bc -l)")
-  t0=$EPOCHREALTIME; "$read_bench" "$work/db" >/dev/null; t1=$EPOCHREALTIME
-  readdb_times+=("$(echo "$t1 - $t0" | bc -l)")
-  t0=$EPOCHREALTIME; cat "$work/data.h5" >/dev/null; t1=$EPOCHREALTIME
-  cath5_times+=("$(echo "$t1 - $t0" | bc -l)")
-  t0=$EPOCHREALTIME; "$read_bench" "$work/data.h5" >/dev/null; t1=$EPOCHREALTIME
-  readh5_times+=("$(echo "$t1 - $t0" | bc -l)")
-done
-cat_s=$(printf '%s\n' "${cat_times[@]}" | median)
-read_s=$(printf '%s\n' "${read_times[@]}" | median)
-inner_s=$(printf '%s\n' "${inner_times[@]}" | median)
-raw_s=$(printf '%s\n' "${raw_times[@]}" | median)
-catdb_s=$(printf '%s\n' "${catdb_times[@]}" | median)
-readdb_s=$(printf '%s\n' "${readdb_times[@]}" | median)
-cath5_s=$(printf '%s\n' "${cath5_times[@]}" | median)
-readh5_s=$(printf '%s\n' "${readh5_times[@]}" | median)
 
 mb() { echo "scale=1; $1 / 1000000 / $2" | bc -l; }
 ratio() { echo "scale=2; $1 / $2" | bc -l; }
+
+# Warm sequential read of every record, per format, alternating with its baselines:
+#   whole process: `cat FILES` vs `packrec_read_bench DATASET` (checksums on), process start and
+#     open included (packrec's start loads libhdf5 and its ~40 shared libraries, ~20 ms here);
+#   read loop: the same read() loop as cat inside a process (`packrec_read_bench --raw FILES`) vs
+#     packrec's ForEach, checksums off (every byte still touched) and on; open not included.
+read_rows=()
+bench_reads() {  # NAME DATASET FILES...
+  local name=$1 dataset=$2; shift 2
+  local bytes; bytes=$(cat "$@" | wc -c)
+  cat "$@" >/dev/null
+  local cat_t=() whole_t=() raw_t=() off_t=() on_t=()
+  for ((r = 0; r < runs; r++)); do
+    t0=$EPOCHREALTIME; cat "$@" >/dev/null; t1=$EPOCHREALTIME
+    cat_t+=("$(echo "$t1 - $t0" | bc -l)")
+    t0=$EPOCHREALTIME; "$read_bench" "$dataset" >"$work/read.out"; t1=$EPOCHREALTIME
+    whole_t+=("$(echo "$t1 - $t0" | bc -l)")
+    on_t+=("$(sed 's/.* seconds=\([0-9.]*\).*/\1/' "$work/read.out")")
+    "$read_bench" --raw "$@" >"$work/raw.out"
+    raw_t+=("$(sed 's/.* seconds=\([0-9.]*\).*/\1/' "$work/raw.out")")
+    "$read_bench" "$dataset" --no-verify >"$work/read.out"
+    off_t+=("$(sed 's/.* seconds=\([0-9.]*\).*/\1/' "$work/read.out")")
+  done
+  local cat_s whole_s raw_s off_s on_s
+  cat_s=$(printf '%s\n' "${cat_t[@]}" | median)
+  whole_s=$(printf '%s\n' "${whole_t[@]}" | median)
+  raw_s=$(printf '%s\n' "${raw_t[@]}" | median)
+  off_s=$(printf '%s\n' "${off_t[@]}" | median)
+  on_s=$(printf '%s\n' "${on_t[@]}" | median)
+  read_rows+=("| $name: read loop, checksums off | read() loop as cat, in process | $raw_s | $off_s | $(ratio "$raw_s" "$off_s")x ($(mb "$bytes" "$off_s") MB/s vs $(mb "$bytes" "$raw_s") MB/s) |")
+  read_rows+=("| $name: read loop, checksums on | read() loop as cat, in process | $raw_s | $on_s | $(ratio "$raw_s" "$on_s")x ($(mb "$bytes" "$on_s") MB/s) |")
+  read_rows+=("| $name: whole process, checksums on | cat | $cat_s | $whole_s | $(ratio "$cat_s" "$whole_s")x ($(mb "$bytes" "$whole_s") MB/s vs $(mb "$bytes" "$cat_s") MB/s) |")
+}
+bench_reads shards "$work/ds" "$work"/ds/shard-*.pkr
+bench_reads LMDB "$work/db" "$work/db/data.mdb"
+bench_reads HDF5 "$work/data.h5" "$work/data.h5"
+
 echo "images: $images ($(echo "scale=1; $tree_bytes / 1048576" | bc) MiB), runs: $runs (median), $(nproc) cores, $(uname -r)"
 echo
 echo "| workload | baseline | baseline s | packrec s | packrec / baseline throughput |"
@@ -110,8 +115,4 @@ if ((have_python_lmdb)); then
   pylmdb_s=$(printf '%s\n' "${pylmdb_times[@]}" | median)
   echo "| pass-through convert to LMDB | python-lmdb script (benchmarks/python_lmdb_baseline.py) + sync | $pylmdb_s | $lmdb_s | $(ratio "$pylmdb_s" "$lmdb_s")x |"
 fi
-echo "| warm sequential read of every record, checksums off (whole process) | cat shards | $cat_s | $raw_s | $(ratio "$cat_s" "$raw_s")x ($(mb "$shard_bytes" "$raw_s") MB/s vs $(mb "$shard_bytes" "$cat_s") MB/s) |"
-echo "| warm sequential read, checksums on (whole process) | cat shards | $cat_s | $read_s | $(ratio "$cat_s" "$read_s")x ($(mb "$shard_bytes" "$read_s") MB/s vs $(mb "$shard_bytes" "$cat_s") MB/s) |"
-echo "| LMDB: warm sequential read of every record, checksums on (whole process) | cat data.mdb | $catdb_s | $readdb_s | $(ratio "$catdb_s" "$readdb_s")x ($(mb "$lmdb_bytes" "$readdb_s") MB/s vs $(mb "$lmdb_bytes" "$catdb_s") MB/s) |"
-echo "| HDF5: warm sequential read of every record, checksums on (whole process) | cat data.h5 | $cath5_s | $readh5_s | $(ratio "$cath5_s" "$readh5_s")x ($(mb "$hdf5_bytes" "$readh5_s") MB/s vs $(mb "$hdf5_bytes" "$cath5_s") MB/s) |"
-echo "| warm sequential read, checksums on (read loop only, no process start or open) | cat shards | $cat_s | $inner_s | $(ratio "$cat_s" "$inner_s")x ($(mb "$shard_bytes" "$inner_s") MB/s) |"
+printf '%s\n' "${read_rows[@]}"

@@ -117,6 +117,45 @@ class PixelSource {
   std::uint32_t height_, width_;
 };
 
+// REQUIRES: the caller holds LibraryMutex(). From the key blob when the file has one (written
+// since it was added), else from the variable-length strings.
+Status ReadKeys(hid_t f, const fs::path& path, std::uint64_t count,
+                std::vector<std::string>* keys) {
+  if (H5Lexists(f, kKeyBytes, H5P_DEFAULT) > 0) {
+    std::vector<std::uint64_t> offsets;
+    PACKREC_RETURN_IF_ERROR(
+        ReadVector(f, kKeyOffsets, H5T_NATIVE_UINT64, count + 1, &offsets, path));
+    Handle dataset(H5Dopen2(f, kKeyBytes, H5P_DEFAULT), H5Dclose);
+    Handle space(H5Dget_space(dataset.get()), H5Sclose);
+    hsize_t size = 0;
+    if (!dataset.valid() || H5Sget_simple_extent_ndims(space.get()) != 1 ||
+        H5Sget_simple_extent_dims(space.get(), &size, nullptr) != 1) {
+      return Status::Corruption(path.string() + ": /" + kKeyBytes + " is not a 1-D dataset");
+    }
+    std::vector<std::uint8_t> bytes;  // uint8, as stored: a signed char target would convert
+    PACKREC_RETURN_IF_ERROR(ReadVector(f, kKeyBytes, H5T_NATIVE_UINT8, size, &bytes, path));
+    keys->reserve(count);
+    for (std::uint64_t i = 0; i < count; ++i) {
+      if (offsets[i] > offsets[i + 1] || offsets[i + 1] > bytes.size()) {
+        return Status::Corruption(path.string() + ": /" + kKeyOffsets + " is out of order at " +
+                                  std::to_string(i));
+      }
+      keys->emplace_back(reinterpret_cast<const char*>(bytes.data()) + offsets[i],
+                         offsets[i + 1] - offsets[i]);
+    }
+    return Status::OK();
+  }
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(type.get(), H5T_VARIABLE);
+  std::vector<char*> pointers;
+  PACKREC_RETURN_IF_ERROR(ReadVector(f, kKeys, type.get(), count, &pointers, path));
+  for (char*& key : pointers) {
+    keys->emplace_back(key != nullptr ? key : "");
+    H5free_memory(key);
+  }
+  return Status::OK();
+}
+
 // REQUIRES: the caller holds LibraryMutex().
 Status ReadImagesShape(hid_t f, const fs::path& path, std::uint64_t count, Index* index) {
   Handle images(H5Dopen2(f, kImages, H5P_DEFAULT), H5Dclose);
@@ -160,16 +199,7 @@ Status ReadIndex(hid_t f, const fs::path& path, std::uint64_t count, Index* inde
       ReadVector(f, kChecksums, H5T_NATIVE_UINT64, count, &index->checksums, path));
   PACKREC_RETURN_IF_ERROR(
       ReadVector(f, kRawSizes, H5T_NATIVE_UINT64, count, &index->raw_sizes, path));
-  {
-    Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
-    H5Tset_size(type.get(), H5T_VARIABLE);
-    std::vector<char*> pointers;
-    PACKREC_RETURN_IF_ERROR(ReadVector(f, kKeys, type.get(), count, &pointers, path));
-    for (char*& key : pointers) {
-      index->keys.emplace_back(key != nullptr ? key : "");
-      H5free_memory(key);
-    }
-  }
+  PACKREC_RETURN_IF_ERROR(ReadKeys(f, path, count, &index->keys));
   if (index->pixels) return ReadImagesShape(f, path, count, index);
   Handle data(H5Dopen2(f, kData, H5P_DEFAULT), H5Dclose);
   if (!data.valid()) return Hdf5Error(StatusCode::kCorruption, "open /data in", path);
@@ -300,21 +330,23 @@ class Hdf5Reader final : public Reader {
     view.height = index_.heights[i];
     view.channels = index_.channels[i];
     view.encoding = static_cast<Encoding>(index_.encodings[i]);
-    const std::string where =
-        path_.string() + ": record " + std::to_string(i) + " (key '" + index_.keys[i] + "')" +
-        (pixels_ != nullptr
-             ? std::string(" in /images")
-             : " at byte offset " + std::to_string(index_.data_offset + index_.offsets[i]));
+    // Built only for an error: formatting it for every record cost more than the read.
+    const auto where = [&] {
+      return path_.string() + ": record " + std::to_string(i) + " (key '" + index_.keys[i] + "')" +
+             (pixels_ != nullptr
+                  ? std::string(" in /images")
+                  : " at byte offset " + std::to_string(index_.data_offset + index_.offsets[i]));
+    };
     if (verify) {
       const std::uint64_t computed = Xxh64(stored, /*seed=*/i);
       if (computed != index_.checksums[i]) {
-        return Status::Corruption(where + ": checksum mismatch (stored " +
+        return Status::Corruption(where() + ": checksum mismatch (stored " +
                                   Hex64(index_.checksums[i]) + ", computed " + Hex64(computed) +
                                   ")");
       }
     }
     if ((index_.flags[i] & kFlagZstd) != 0) {
-      PACKREC_RETURN_IF_ERROR(DecompressPayload(stored, index_.raw_sizes[i], scratch, where));
+      PACKREC_RETURN_IF_ERROR(DecompressPayload(stored, index_.raw_sizes[i], scratch, where()));
       view.bytes = scratch.bytes;
     } else {
       view.bytes = stored;

@@ -145,7 +145,17 @@ struct RecordTables {
     std::vector<const char*> key_pointers;
     key_pointers.reserve(keys.size());
     for (const std::string& key : keys) key_pointers.push_back(key.c_str());
-    return WriteVector(file, kKeys, string_type.get(), string_type.get(), key_pointers, path);
+    PACKREC_RETURN_IF_ERROR(
+        WriteVector(file, kKeys, string_type.get(), string_type.get(), key_pointers, path));
+    std::vector<std::uint8_t> key_bytes;
+    std::vector<std::uint64_t> key_offsets{0};
+    for (const std::string& key : keys) {
+      key_bytes.insert(key_bytes.end(), key.begin(), key.end());
+      key_offsets.push_back(key_bytes.size());
+    }
+    PACKREC_RETURN_IF_ERROR(
+        WriteVector(file, kKeyBytes, H5T_STD_U8LE, H5T_NATIVE_UINT8, key_bytes, path));
+    return WriteVector(file, kKeyOffsets, H5T_STD_U64LE, H5T_NATIVE_UINT64, key_offsets, path);
   }
 };
 

@@ -10,10 +10,12 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/checksum.h"
 #include "core/file_io.h"
+#include "core/range_stream.h"
 #include "dataset/manifest_json.h"
 #include "dataset/payload.h"
 #include "lmdb/lmdb_format.h"
@@ -26,6 +28,8 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr unsigned kMaxReaders = 1024;
+// ForEach collects this many values' places before reading them.
+constexpr std::uint64_t kForEachChunk = 4096;
 
 std::span<const std::byte> Bytes(const MDB_val& value) {
   return {static_cast<const std::byte*>(value.mv_data), value.mv_size};
@@ -71,17 +75,55 @@ class Environment {
     }
     rc = mdb_txn_commit(txn);
     if (rc != MDB_SUCCESS) return LmdbError(rc, "open database", dir);
+    FindMapBase();
     return Status::OK();
   }
 
   MDB_env* get() const { return env_; }
   MDB_dbi dbi() const { return dbi_; }
+  // Where page 0 of data.mdb is mapped; null when it could not be established.
+  const std::byte* map_base() const { return map_base_; }
   bool ForkedAway() const { return pid_ != ::getpid(); }
 
  private:
+  // LMDB's API hands out pointers into its map but not the map's address (mdb_env_info's
+  // me_mapaddr is only set for MDB_FIXEDMAP). It is derived from the first record's leaf page:
+  // pages are aligned in the map and every page starts with its own page number (the MDB_page
+  // header, unchanged in the file format since LMDB 0.9). A wrong base cannot go unnoticed: every
+  // value read through it must still start with packrec's header magic.
+  void FindMapBase() {
+    MDB_stat stat;
+    MDB_envinfo info;
+    MDB_txn* txn = nullptr;
+    if (mdb_env_stat(env_, &stat) != MDB_SUCCESS || mdb_env_info(env_, &info) != MDB_SUCCESS ||
+        mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn) != MDB_SUCCESS) {
+      return;
+    }
+    MDB_cursor* cursor = nullptr;
+    MDB_val key, value;
+    if (mdb_cursor_open(txn, dbi_, &cursor) == MDB_SUCCESS &&
+        mdb_cursor_get(cursor, &key, &value, MDB_FIRST) == MDB_SUCCESS) {
+      const std::uintptr_t page_size = stat.ms_psize;
+      const auto key_address = reinterpret_cast<std::uintptr_t>(key.mv_data);
+      const std::uintptr_t page = key_address - key_address % page_size;
+      std::uint64_t page_number = 0;
+      std::memcpy(&page_number, reinterpret_cast<const void*>(page), sizeof page_number);
+      std::uint16_t flags = 0;
+      std::memcpy(&flags, reinterpret_cast<const void*>(page + 10), sizeof flags);
+      constexpr std::uint16_t kLeafPage = 0x02;
+      if ((flags & kLeafPage) != 0 && page_number <= info.me_last_pgno &&
+          page_number * page_size <= page) {
+        map_base_ = reinterpret_cast<const std::byte*>(page - page_number * page_size);
+      }
+    }
+    if (cursor != nullptr) mdb_cursor_close(cursor);
+    mdb_txn_abort(txn);
+  }
+
   MDB_env* env_ = nullptr;
   MDB_dbi dbi_ = 0;
   pid_t pid_ = 0;
+  const std::byte* map_base_ = nullptr;
 };
 
 // A read-only transaction, aborted on scope exit.
@@ -164,12 +206,19 @@ class LmdbReader final : public Reader {
     return Own(view, scratch);
   }
 
+  // The cursor walks the leaf pages for each value's place in the map; the values themselves are
+  // then read with pread windows (core/range_stream) instead of through the map. Mapping a page
+  // costs more than copying it on the machines measured (docs/benchmarks.md), and LMDB only
+  // touches leaf pages to find a value, not the overflow pages that hold it.
   Status ForEach(const Visitor& visit, std::uint64_t begin, std::uint64_t end) const override {
     end = std::min(end, info_.record_count);
     if (begin >= end) return Status::OK();
     PACKREC_ASSIGN_OR_RETURN(const Environment* const env, Env());
+    PACKREC_ASSIGN_OR_RETURN(const auto file, RandomAccessFile::Open(dir_ / kDataFileName));
     ReadTransaction txn;
     PACKREC_RETURN_IF_ERROR(txn.Begin(env->get(), dir_));
+    const std::byte* const map = env->map_base();
+    if (map == nullptr) return ForEachMapped(*env, txn, visit, begin, end);
     MDB_cursor* cursor = nullptr;
     int rc = mdb_cursor_open(txn.get(), env->dbi(), &cursor);
     if (rc != MDB_SUCCESS) return LmdbError(rc, "open cursor", dir_);
@@ -178,21 +227,28 @@ class LmdbReader final : public Reader {
     MDB_val value;
     ReadScratch scratch;
     Status status;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;  // (file offset, size)
     rc = mdb_cursor_get(cursor, &key, &value, MDB_SET_KEY);
-    for (std::uint64_t expected = begin; expected < end; ++expected) {
-      std::uint64_t index = 0;
-      if (rc != MDB_SUCCESS || !ParseRecordKey(Bytes(key), &index) || index != expected) {
-        status = rc != MDB_SUCCESS && rc != MDB_NOTFOUND
-                     ? LmdbError(rc, "iterate", dir_)
-                     : Status::Corruption(data_file_ + ": record " + std::to_string(expected) +
-                                          " is missing");
-        break;
+    for (std::uint64_t chunk = begin; chunk < end && status.ok(); chunk += ranges.size()) {
+      ranges.clear();
+      for (std::uint64_t expected = chunk; expected < std::min(end, chunk + kForEachChunk);
+           ++expected) {
+        std::uint64_t index = 0;
+        if (rc != MDB_SUCCESS || !ParseRecordKey(Bytes(key), &index) || index != expected) {
+          status = MissingOrError(rc, expected);
+          break;
+        }
+        ranges.emplace_back(static_cast<const std::byte*>(value.mv_data) - map, value.mv_size);
+        rc = mdb_cursor_get(cursor, &key, &value, MDB_NEXT);
       }
-      // Views point into the map: valid while the transaction is open, i.e. during visit.
-      Result<RecordView> view = Decode(index, Bytes(value), scratch, options_.verify_checksums);
-      status = view.ok() ? visit(*view) : view.status();
       if (!status.ok()) break;
-      rc = mdb_cursor_get(cursor, &key, &value, MDB_NEXT);
+      status = StreamRanges(
+          *file, 0, ranges.size(), [&](std::uint64_t i) { return ranges[i]; },
+          [&](std::uint64_t i, std::span<const std::byte> stored) {
+            PACKREC_ASSIGN_OR_RETURN(const RecordView view,
+                                     Decode(chunk + i, stored, scratch, options_.verify_checksums));
+            return visit(view);
+          });
     }
     mdb_cursor_close(cursor);
     return status;
@@ -259,6 +315,41 @@ class LmdbReader final : public Reader {
   }
 
  private:
+  // ForEach through the map, for when its base address is not known: zero-copy views, each valid
+  // while the transaction is open, i.e. during visit.
+  Status ForEachMapped(const Environment& env, const ReadTransaction& txn, const Visitor& visit,
+                       std::uint64_t begin, std::uint64_t end) const {
+    MDB_cursor* cursor = nullptr;
+    int rc = mdb_cursor_open(txn.get(), env.dbi(), &cursor);
+    if (rc != MDB_SUCCESS) return LmdbError(rc, "open cursor", dir_);
+    auto start = RecordKey(begin);
+    MDB_val key{start.size(), start.data()};
+    MDB_val value;
+    ReadScratch scratch;
+    Status status;
+    rc = mdb_cursor_get(cursor, &key, &value, MDB_SET_KEY);
+    for (std::uint64_t expected = begin; expected < end; ++expected) {
+      std::uint64_t index = 0;
+      if (rc != MDB_SUCCESS || !ParseRecordKey(Bytes(key), &index) || index != expected) {
+        status = MissingOrError(rc, expected);
+        break;
+      }
+      Result<RecordView> view = Decode(index, Bytes(value), scratch, options_.verify_checksums);
+      status = view.ok() ? visit(*view) : view.status();
+      if (!status.ok()) break;
+      rc = mdb_cursor_get(cursor, &key, &value, MDB_NEXT);
+    }
+    mdb_cursor_close(cursor);
+    return status;
+  }
+
+  Status MissingOrError(int rc, std::uint64_t expected) const {
+    return rc != MDB_SUCCESS && rc != MDB_NOTFOUND
+               ? LmdbError(rc, "iterate", dir_)
+               : Status::Corruption(data_file_ + ": record " + std::to_string(expected) +
+                                    " is missing");
+  }
+
   // The manifest key, or for Caffe Datum values the manifest file beside data.mdb.
   Result<DatasetManifest> ReadManifest(MDB_txn* txn) {
     MDB_val key{kManifestKey.size(), const_cast<char*>(kManifestKey.data())};
@@ -342,15 +433,16 @@ class LmdbReader final : public Reader {
 
   Result<RecordView> Decode(std::uint64_t index, std::span<const std::byte> value,
                             ReadScratch& scratch, bool verify) const {
-    const std::string where = data_file_ + ": record " + std::to_string(index);
+    // Built only for an error: formatting it for every record cost more than the read.
+    const auto where = [&] { return data_file_ + ": record " + std::to_string(index); };
     std::string problem;
     const std::optional<ValueParts> parts = Split(value, &problem);
-    if (!parts) return Status::Corruption(where + ": " + problem);
+    if (!parts) return Status::Corruption(where() + ": " + problem);
     const std::span<const std::byte> packrec = parts->packrec;
     ValueHeader header;
     if (!DecodeValueHeader(packrec, &header) ||
         packrec.size() < kValueHeaderSize + header.key_size) {
-      return Status::Corruption(where + ": malformed value header");
+      return Status::Corruption(where() + ": malformed value header");
     }
     RecordView view;
     view.index = index;
@@ -363,10 +455,10 @@ class LmdbReader final : public Reader {
     view.encoding = static_cast<Encoding>(header.encoding);
     std::span<const std::byte> stored = packrec.subspan(kValueHeaderSize + header.key_size);
     if (datum_) {
-      if (!stored.empty()) return Status::Corruption(where + ": payload inside packrec's field");
+      if (!stored.empty()) return Status::Corruption(where() + ": payload inside packrec's field");
       stored = parts->payload;
       if (parts->label != header.label) {
-        return Status::Corruption(where + ": caffe.Datum label " + std::to_string(parts->label) +
+        return Status::Corruption(where() + ": caffe.Datum label " + std::to_string(parts->label) +
                                   " differs from the packrec header's " +
                                   std::to_string(header.label));
       }
@@ -374,17 +466,17 @@ class LmdbReader final : public Reader {
     if (verify) {
       const std::uint64_t computed = Xxh64(stored, /*seed=*/index);
       if (computed != header.checksum) {
-        return Status::Corruption(where + " (key '" + std::string(view.key) +
+        return Status::Corruption(where() + " (key '" + std::string(view.key) +
                                   "'): checksum mismatch (stored " + Hex64(header.checksum) +
                                   ", computed " + Hex64(computed) + ")");
       }
     }
     if ((header.flags & kValueZstd) != 0) {
-      PACKREC_RETURN_IF_ERROR(DecompressPayload(stored, header.raw_size, scratch, where));
+      PACKREC_RETURN_IF_ERROR(DecompressPayload(stored, header.raw_size, scratch, where()));
       view.bytes = scratch.bytes;
     } else {
       if (stored.size() != header.raw_size) {
-        return Status::Corruption(where + ": payload is " + std::to_string(stored.size()) +
+        return Status::Corruption(where() + ": payload is " + std::to_string(stored.size()) +
                                   " bytes, the header says " + std::to_string(header.raw_size));
       }
       view.bytes = stored;

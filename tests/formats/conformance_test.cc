@@ -180,6 +180,16 @@ TEST_CASE("conformance: a corrupt record is named, and every other record still 
       REQUIRE(view.ok());
       CHECK(Copy(view->bytes) == records[i].bytes);
     }
+    // A sequential pass delivers the records before it intact, then stops on it by name.
+    std::uint64_t delivered = 0;
+    const Status streamed = (*reader)->ForEach([&](const RecordView& view) {
+      CHECK(Copy(view.bytes) == records[view.index].bytes);
+      ++delivered;
+      return Status::OK();
+    });
+    CHECK(streamed.code() == StatusCode::kCorruption);
+    CHECK(streamed.message().find("record 11") != std::string::npos);
+    CHECK(delivered == target);
     test::CollectingReporter reporter;
     const VerifyStats stats = (*reader)->Verify(reporter);
     REQUIRE(stats.problems == 1);
