@@ -1,5 +1,6 @@
-// Pixel-level codecs behind include/packrec/image.h: JPEG through libjpeg-turbo's TurboJPEG API
-// (jpeg_codec.cc is the only file that includes turbojpeg.h), PNG through libpng (png_codec.cc).
+// Pixel-level codecs behind include/packrec/image.h and decode.h: JPEG through libjpeg-turbo's
+// TurboJPEG API (jpeg_codec.cc is the only file that includes turbojpeg.h) and, for regions, its
+// libjpeg API (jpeg_region.cc, the only one with jpeglib.h); PNG through libpng (png_codec.cc).
 #ifndef PACKREC_LIB_DECODE_CODECS_H_
 #define PACKREC_LIB_DECODE_CODECS_H_
 
@@ -8,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "packrec/decode.h"
 #include "packrec/record.h"
 #include "packrec/status.h"
 
@@ -41,6 +43,31 @@ struct JpegEncodeOptions {
   bool progressive = false;
 };
 Result<std::vector<std::byte>> EncodeJpeg(const Pixels& pixels, const JpegEncodeOptions& options);
+
+struct JpegRegionRequest {
+  RegionChooser choose;  // empty: the whole image
+  // The decoded region must be at least this large: the DCT scale is the smallest that covers it.
+  std::uint32_t needed_width = 0;
+  std::uint32_t needed_height = 0;
+  DecodeLimits limits;
+};
+
+struct JpegRegion {
+  std::uint32_t width = 0;  // of the decoded region, at the DCT scale
+  std::uint32_t height = 0;
+  std::uint32_t image_width = 0;  // of the whole image, from the header
+  std::uint32_t image_height = 0;
+  unsigned scale_num = 8;  // the DCT scale was scale_num / 8
+  Rect region;             // what was asked for, clamped to the image
+};
+
+// Decodes only request.choose's region of a JPEG (rows above it skipped, rows below never
+// decoded, columns cut to the iMCUs that hold it) at the smallest DCT scale that covers the
+// needed size, into `rgb` (width x height x 3; gray and CMYK converted). `rows` is the caller's
+// reusable scanline buffer.
+Status DecodeJpegRegion(std::span<const std::byte> bytes, const JpegRegionRequest& request,
+                        JpegRegion* result, std::vector<std::uint8_t>& rgb,
+                        std::vector<std::uint8_t>& rows);
 
 // Decodes to gray or RGB (alpha dropped, 16-bit reduced to 8).
 Result<Pixels> DecodePng(std::span<const std::byte> bytes);

@@ -1,0 +1,186 @@
+// Region decoding through libjpeg-turbo's libjpeg API (the only file that includes jpeglib.h):
+// TurboJPEG 2.1, which Debian 12 ships, cannot crop, while the libjpeg API can skip whole rows
+// (jpeg_skip_scanlines) and decode only the iMCU columns that hold the region
+// (jpeg_crop_scanline), as DALI does for RandomResizedCrop.
+//
+// libjpeg reports errors by calling error_exit, which must not return: it longjmps back here.
+// Nothing with a destructor is created between setjmp and the libjpeg calls it protects.
+// jpeglib.h uses size_t and FILE without including their headers.
+#include <cstddef>
+#include <cstdio>
+
+#include <jpeglib.h>
+
+#include <algorithm>
+#include <csetjmp>
+#include <cstring>
+#include <string>
+
+#include "decode/codecs.h"
+
+namespace packrec {
+namespace {
+
+struct ErrorManager {
+  jpeg_error_mgr base;  // first, so libjpeg's pointer to it is a pointer to this
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+  bool stop_on_warning;
+  int max_scans;
+  jpeg_progress_mgr progress;
+};
+
+[[noreturn]] void OnError(j_common_ptr cinfo) {
+  auto* errors = reinterpret_cast<ErrorManager*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, errors->message);
+  std::longjmp(errors->jump, 1);
+}
+
+void OnMessage(j_common_ptr cinfo, int level) {
+  auto* errors = reinterpret_cast<ErrorManager*>(cinfo->err);
+  if (level < 0) {  // a warning: corrupt or truncated data that libjpeg would paper over
+    if (errors->stop_on_warning) {
+      (*cinfo->err->format_message)(cinfo, errors->message);
+      std::longjmp(errors->jump, 1);
+    }
+    ++cinfo->err->num_warnings;
+  }
+}
+
+void OnProgress(j_common_ptr cinfo) {
+  auto* errors = reinterpret_cast<ErrorManager*>(cinfo->err);
+  if (cinfo->is_decompressor) {
+    const auto* decompress = reinterpret_cast<j_decompress_ptr>(cinfo);
+    if (decompress->input_scan_number > errors->max_scans) {
+      std::snprintf(errors->message, sizeof errors->message,
+                    "progressive JPEG with more than %d scans (limit against decompression bombs)",
+                    errors->max_scans);
+      std::longjmp(errors->jump, 1);
+    }
+  }
+}
+
+// The smallest of libjpeg's N/8 scales at which `size` still covers `needed` (8/8 when even the
+// full size does not: upscaling is the resizer's job).
+unsigned ScaleNumerator(std::uint32_t region_w, std::uint32_t region_h, std::uint32_t needed_w,
+                        std::uint32_t needed_h) {
+  for (unsigned num = 1; num < 8; ++num) {
+    const std::uint64_t w = (std::uint64_t{region_w} * num + 7) / 8;
+    const std::uint64_t h = (std::uint64_t{region_h} * num + 7) / 8;
+    if (w >= needed_w && h >= needed_h) return num;
+  }
+  return 8;
+}
+
+void CmykToRgb(const std::uint8_t* cmyk, std::uint8_t* rgb, std::size_t pixels, bool inverted) {
+  // Adobe writes inverted CMYK (the common case in JPEGs); libjpeg hands it over as stored.
+  for (std::size_t i = 0; i < pixels; ++i, cmyk += 4, rgb += 3) {
+    unsigned c = cmyk[0], m = cmyk[1], y = cmyk[2], k = cmyk[3];
+    if (!inverted) {
+      c = 255 - c;
+      m = 255 - m;
+      y = 255 - y;
+      k = 255 - k;
+    }
+    rgb[0] = static_cast<std::uint8_t>(c * k / 255);
+    rgb[1] = static_cast<std::uint8_t>(m * k / 255);
+    rgb[2] = static_cast<std::uint8_t>(y * k / 255);
+  }
+}
+
+}  // namespace
+
+Status DecodeJpegRegion(std::span<const std::byte> bytes, const JpegRegionRequest& request,
+                        JpegRegion* result, std::vector<std::uint8_t>& rgb,
+                        std::vector<std::uint8_t>& rows) {
+  jpeg_decompress_struct cinfo;
+  ErrorManager errors;
+  cinfo.err = jpeg_std_error(&errors.base);
+  errors.base.error_exit = OnError;
+  errors.base.emit_message = OnMessage;
+  errors.stop_on_warning = request.limits.stop_on_warning;
+  errors.max_scans = request.limits.max_scans;
+  errors.message[0] = '\0';
+  errors.progress.progress_monitor = OnProgress;
+  if (setjmp(errors.jump) != 0) {
+    jpeg_destroy_decompress(&cinfo);
+    return Status::InvalidInput(std::string("JPEG does not decode: ") + errors.message);
+  }
+  jpeg_create_decompress(&cinfo);
+  cinfo.progress = &errors.progress;
+  jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(bytes.data()),
+               static_cast<unsigned long>(bytes.size()));
+  jpeg_read_header(&cinfo, TRUE);
+  const std::uint32_t width = cinfo.image_width;
+  const std::uint32_t height = cinfo.image_height;
+  if (std::uint64_t{width} * height > request.limits.max_pixels || width == 0 || height == 0) {
+    jpeg_destroy_decompress(&cinfo);
+    return Status::InvalidInput("JPEG of " + std::to_string(width) + "x" + std::to_string(height) +
+                                " exceeds the pixel limit");
+  }
+  Rect region = request.choose ? request.choose(width, height) : Rect{0, 0, width, height};
+  region.x = std::min(region.x, width - 1);
+  region.y = std::min(region.y, height - 1);
+  region.width = std::clamp<std::uint32_t>(region.width, 1, width - region.x);
+  region.height = std::clamp<std::uint32_t>(region.height, 1, height - region.y);
+  const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+  const bool inverted = cmyk && cinfo.saw_Adobe_marker;
+  cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+  const unsigned num =
+      ScaleNumerator(region.width, region.height, request.needed_width, request.needed_height);
+  cinfo.scale_num = num;
+  cinfo.scale_denom = 8;
+  jpeg_start_decompress(&cinfo);
+  // The region at this scale (floor of its start, ceiling of its end).
+  const auto scaled = [num](std::uint32_t v) { return static_cast<JDIMENSION>(v * num / 8); };
+  const auto scaled_up = [num](std::uint32_t v) {
+    return static_cast<JDIMENSION>((std::uint64_t{v} * num + 7) / 8);
+  };
+  const JDIMENSION x0 = scaled(region.x);
+  const JDIMENSION y0 = scaled(region.y);
+  const JDIMENSION x1 =
+      std::min<JDIMENSION>(scaled_up(region.x + region.width), cinfo.output_width);
+  const JDIMENSION y1 =
+      std::min<JDIMENSION>(scaled_up(region.y + region.height), cinfo.output_height);
+  JDIMENSION crop_x = x0;
+  JDIMENSION crop_width = std::max<JDIMENSION>(1, x1 - x0);
+  if (crop_width < cinfo.output_width) jpeg_crop_scanline(&cinfo, &crop_x, &crop_width);
+  if (y0 > 0) jpeg_skip_scanlines(&cinfo, y0);
+  const int components = cinfo.output_components;
+  const std::size_t row_bytes = std::size_t{cinfo.output_width} * components;
+  const JDIMENSION out_rows = std::max<JDIMENSION>(1, y1 - y0);
+  // Sized before any row is read: no allocation (and nothing to unwind) after this point but
+  // inside the vectors, which outlive the longjmp.
+  rows.resize(row_bytes * out_rows);
+  for (JDIMENSION read = 0; read < out_rows;) {
+    JSAMPROW row = rows.data() + row_bytes * read;
+    const JDIMENSION got = jpeg_read_scanlines(&cinfo, &row, 1);
+    if (got == 0) break;
+    read += got;
+  }
+  const JDIMENSION skip_columns = x0 - crop_x;
+  const JDIMENSION columns = std::min<JDIMENSION>(x1 - x0, cinfo.output_width - skip_columns);
+  jpeg_abort_decompress(&cinfo);  // the rows below the region are never decoded
+  jpeg_destroy_decompress(&cinfo);
+
+  result->width = std::max<JDIMENSION>(1, columns);
+  result->height = out_rows;
+  result->image_width = width;
+  result->image_height = height;
+  result->scale_num = num;
+  result->region = region;
+  rgb.resize(std::size_t{result->width} * result->height * 3);
+  for (JDIMENSION y = 0; y < out_rows; ++y) {
+    const std::uint8_t* source =
+        rows.data() + row_bytes * y + std::size_t{skip_columns} * components;
+    std::uint8_t* target = rgb.data() + std::size_t{result->width} * 3 * y;
+    if (cmyk) {
+      CmykToRgb(source, target, result->width, inverted);
+    } else {
+      std::memcpy(target, source, std::size_t{result->width} * 3);
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace packrec
