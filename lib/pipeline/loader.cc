@@ -1,0 +1,370 @@
+// The batch loader. Parallelism is per batch: each worker claims the next batch of the epoch,
+// fills a pooled buffer with it image by image, and parks it until the consumer asks for it in
+// order. Whole batches per thread need no synchronisation inside a batch (one lock per batch, not
+// per image), and with prefetch_batches >= threads every thread always has a batch to fill.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "packrec/loader.h"
+#include "pipeline/cuda_runtime.h"
+
+namespace packrec {
+
+// Fills the private parts of a Batch; a friend of Batch.
+class BatchFiller {
+ public:
+  static void Reset(Batch& batch, std::uint64_t epoch, std::uint64_t index) {
+    batch.epoch_ = epoch;
+    batch.index_ = index;
+    batch.size_ = 0;
+    batch.skipped_ = 0;
+    batch.encoded_.clear();
+    batch.encoded_offsets_.assign(1, 0);
+  }
+  static void Setup(Batch& batch, std::uint8_t* images, bool pinned, std::uint32_t capacity,
+                    std::uint32_t height, std::uint32_t width) {
+    batch.images_ = images;
+    batch.pinned_ = pinned;
+    batch.height_ = height;
+    batch.width_ = width;
+    batch.labels_.resize(capacity);
+    batch.records_.resize(capacity);
+  }
+  static std::span<std::uint8_t> Slot(Batch& batch, std::uint32_t i) {
+    return {batch.images_ + batch.image_bytes() * i, batch.image_bytes()};
+  }
+  static void Commit(Batch& batch, std::int64_t label, std::uint64_t record) {
+    batch.labels_[batch.size_] = label;
+    batch.records_[batch.size_] = record;
+    ++batch.size_;
+  }
+  static void AppendEncoded(Batch& batch, std::span<const std::byte> bytes) {
+    batch.encoded_.insert(batch.encoded_.end(), bytes.begin(), bytes.end());
+    batch.encoded_offsets_.push_back(batch.encoded_.size());
+  }
+  static void Skip(Batch& batch) { ++batch.skipped_; }
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One batch buffer: page-locked when CUDA can give it, else 4 KiB-aligned ordinary memory.
+struct PooledBatch {
+  Batch batch;
+  std::uint8_t* memory = nullptr;
+  bool pinned = false;
+};
+
+class LoaderImpl;
+
+// The buffers, shared by the loader and every batch it handed out, so a batch the consumer keeps
+// stays valid after the loader is gone; the memory goes with the last of them.
+struct BufferPool {
+  std::vector<std::unique_ptr<PooledBatch>> buffers;
+  std::mutex mutex;             // guards owner
+  LoaderImpl* owner = nullptr;  // where released buffers go back; null once the loader is gone
+
+  ~BufferPool() {
+    for (auto& pooled : buffers) {
+      if (pooled->pinned) {
+        cuda::FreePinned(pooled->memory);
+      } else {
+        std::free(pooled->memory);
+      }
+    }
+  }
+};
+
+Status ValidateOptions(const LoaderOptions& options) {
+  if (options.batch_size == 0) return Status::InvalidArgument("batch_size must be at least 1");
+  if (options.prefetch_batches == 0) {
+    return Status::InvalidArgument("prefetch_batches must be at least 1");
+  }
+  if (options.world_size == 0 || options.rank >= options.world_size) {
+    return Status::InvalidArgument("rank " + std::to_string(options.rank) +
+                                   " is not below world_size " +
+                                   std::to_string(options.world_size));
+  }
+  if (options.transform != TransformKind::kNone &&
+      (options.output_size == 0 || options.output_size > 16384)) {
+    return Status::InvalidArgument("output_size must be 1 to 16384");
+  }
+  if (options.transform == TransformKind::kEval && options.resize_size < options.output_size) {
+    return Status::InvalidArgument("resize_size must be at least output_size");
+  }
+  if (options.transform == TransformKind::kTrain &&
+      !(options.min_scale > 0 && options.min_scale <= options.max_scale && options.max_scale <= 1 &&
+        options.min_ratio > 0 && options.min_ratio <= options.max_ratio)) {
+    return Status::InvalidArgument(
+        "train transform needs 0 < min_scale <= max_scale <= 1 and 0 < min_ratio <= max_ratio");
+  }
+  if (options.threads > 1024) return Status::InvalidArgument("threads must be at most 1024");
+  return Status::OK();
+}
+
+class LoaderImpl final : public Loader {
+ public:
+  LoaderImpl(std::shared_ptr<const Reader> reader, const LoaderOptions& options)
+      : reader_(std::move(reader)), options_(options) {
+    for (std::uint32_t i = 0; i < options_.prefetch_batches; ++i) free_.push_back(NewBuffer());
+    pool_->owner = this;
+    const unsigned threads =
+        options_.threads > 0 ? options_.threads : std::max(1u, std::thread::hardware_concurrency());
+    BeginEpoch(0);
+    for (unsigned t = 0; t < threads; ++t) workers_.emplace_back([this] { Work(); });
+  }
+
+  ~LoaderImpl() override {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    stopping_.store(true);
+    work_.notify_all();
+    for (std::thread& worker : workers_) worker.join();
+    std::lock_guard guard(pool_->mutex);  // batches released from now on stay with the pool
+    pool_->owner = nullptr;
+  }
+
+  void StartEpoch(std::uint64_t epoch) override {
+    std::lock_guard lock(mutex_);
+    BeginEpoch(epoch);
+    work_.notify_all();
+  }
+
+  Result<std::shared_ptr<const Batch>> Next() override {
+    const Clock::time_point start = Clock::now();
+    std::unique_lock lock(mutex_);
+    if (next_deliver_ >= batches_) return std::shared_ptr<const Batch>();
+    ready_cv_.wait(lock, [&] { return ready_.count(next_deliver_) > 0; });
+    Finished finished = std::move(ready_.at(next_deliver_));
+    ready_.erase(next_deliver_);
+    ++next_deliver_;
+    stats_.consumer_wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+    work_.notify_all();  // the prefetch window moved
+    if (!finished.status.ok()) {
+      if (finished.pooled != nullptr) free_.push_back(finished.pooled);
+      return finished.status;
+    }
+    // The batch goes back to the free list when the consumer's last reference goes.
+    PooledBatch* pooled = finished.pooled;
+    return std::shared_ptr<const Batch>(&pooled->batch, [pool = pool_, pooled](const Batch*) {
+      std::lock_guard guard(pool->mutex);
+      if (pool->owner != nullptr) pool->owner->Release(pooled);
+    });
+  }
+
+  std::uint64_t batches_per_epoch() const override {
+    std::lock_guard lock(mutex_);
+    return batches_;
+  }
+  std::uint64_t records_per_epoch() const override {
+    std::lock_guard lock(mutex_);
+    return order_.size();
+  }
+  LoaderStats stats() const override {
+    std::lock_guard lock(mutex_);
+    return stats_;
+  }
+
+  void Release(PooledBatch* pooled) {
+    std::lock_guard lock(mutex_);
+    free_.push_back(pooled);
+    work_.notify_all();
+  }
+
+ private:
+  struct Finished {
+    PooledBatch* pooled = nullptr;
+    Status status;
+  };
+
+  static std::size_t RoundUp(std::size_t bytes) { return (bytes + 4095) / 4096 * 4096; }
+
+  // A new buffer for the pool. REQUIRES: mutex_ held, or the constructor.
+  PooledBatch* NewBuffer() {
+    const std::uint32_t side =
+        options_.transform == TransformKind::kNone ? 0 : options_.output_size;
+    const std::size_t bytes = std::size_t{side} * side * 3 * options_.batch_size;
+    auto pooled = std::make_unique<PooledBatch>();
+    if (options_.pin_memory && bytes > 0 && cuda::DeviceCount() > 0) {
+      pooled->memory = static_cast<std::uint8_t*>(cuda::AllocatePinned(bytes));
+    }
+    pooled->pinned = pooled->memory != nullptr;
+    if (!pooled->pinned && bytes > 0) {
+      pooled->memory = static_cast<std::uint8_t*>(std::aligned_alloc(4096, RoundUp(bytes)));
+    }
+    BatchFiller::Setup(pooled->batch, pooled->memory, pooled->pinned, options_.batch_size, side,
+                       side);
+    pool_->buffers.push_back(std::move(pooled));
+    return pool_->buffers.back().get();
+  }
+
+  // REQUIRES: mutex_ held.
+  void BeginEpoch(std::uint64_t epoch) {
+    ++generation_;
+    epoch_ = epoch;
+    order_ = EpochOrder(reader_->size(), options_, epoch);
+    const std::uint64_t n = order_.size();
+    batches_ = options_.drop_last ? n / options_.batch_size
+                                  : (n + options_.batch_size - 1) / options_.batch_size;
+    next_claim_ = 0;
+    next_deliver_ = 0;
+    for (auto& [index, finished] : ready_) {
+      if (finished.pooled != nullptr) free_.push_back(finished.pooled);
+    }
+    ready_.clear();
+  }
+
+  void Work() {
+    ReadScratch read_scratch;
+    DecodeScratch decode_scratch;
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      work_.wait(lock, [&] {
+        return stop_ ||
+               (next_claim_ < batches_ && next_claim_ < next_deliver_ + options_.prefetch_batches);
+      });
+      if (stop_) return;
+      const std::uint64_t index = next_claim_++;
+      const std::uint64_t generation = generation_;
+      const std::uint64_t epoch = epoch_;
+      // At most prefetch_batches batches are in flight; the pool only grows when the consumer
+      // holds on to batches it was given.
+      PooledBatch* pooled = free_.empty() ? NewBuffer() : free_.back();
+      if (!free_.empty()) free_.pop_back();
+      const std::uint64_t begin = index * options_.batch_size;
+      const std::uint64_t end = std::min<std::uint64_t>(order_.size(), begin + options_.batch_size);
+      const std::vector<std::uint64_t> records(order_.begin() + static_cast<std::ptrdiff_t>(begin),
+                                               order_.begin() + static_cast<std::ptrdiff_t>(end));
+      lock.unlock();
+
+      const Clock::time_point start = Clock::now();
+      Status status;
+      try {
+        status = Fill(pooled->batch, epoch, index, records, read_scratch, decode_scratch);
+      } catch (const std::exception& error) {
+        status = Status::Internal(std::string("loader worker failed: ") + error.what());
+      }
+      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+
+      lock.lock();
+      stats_.decode_seconds += seconds;
+      stats_.images += pooled->batch.size();
+      stats_.skipped += pooled->batch.skipped();
+      if (stop_) return;
+      if (generation != generation_) {  // the epoch was abandoned while this batch was filled
+        free_.push_back(pooled);
+        work_.notify_all();
+        continue;
+      }
+      if (!status.ok()) {
+        free_.push_back(pooled);
+        pooled = nullptr;
+      }
+      ready_.emplace(index, Finished{pooled, status});
+      ready_cv_.notify_all();
+      if (!status.ok()) work_.notify_all();
+    }
+  }
+
+  Status Fill(Batch& batch, std::uint64_t epoch, std::uint64_t index,
+              const std::vector<std::uint64_t>& records, ReadScratch& read_scratch,
+              DecodeScratch& decode_scratch) const {
+    BatchFiller::Reset(batch, epoch, index);
+    for (const std::uint64_t record : records) {
+      if (stopping_.load(std::memory_order_relaxed)) return Status::OK();
+      Status status = FillOne(batch, epoch, record, read_scratch, decode_scratch);
+      if (status.ok()) continue;
+      if (options_.on_bad_record == OnBadRecord::kSkip) {
+        BatchFiller::Skip(batch);
+        continue;
+      }
+      return status;
+    }
+    return Status::OK();
+  }
+
+  Status FillOne(Batch& batch, std::uint64_t epoch, std::uint64_t record, ReadScratch& read_scratch,
+                 DecodeScratch& decode_scratch) const {
+    Result<RecordView> view = reader_->Read(record, read_scratch);
+    if (!view.ok()) return view.status();
+    const auto where = [&] {
+      return "record " + std::to_string(record) + " (key '" + std::string(view->key) + "')";
+    };
+    if (options_.transform == TransformKind::kNone) {
+      BatchFiller::AppendEncoded(batch, view->bytes);
+      BatchFiller::Commit(batch, view->label, record);
+      return Status::OK();
+    }
+    DecodeRequest request;
+    request.out_width = options_.output_size;
+    request.out_height = options_.output_size;
+    request.limits = options_.limits;
+    bool flip = false;
+    if (options_.transform == TransformKind::kEval) {
+      request.region = [this](std::uint32_t w, std::uint32_t h) {
+        return EvalRegion(w, h, options_);
+      };
+    } else {
+      request.region = [&](std::uint32_t w, std::uint32_t h) {
+        return TrainRegion(w, h, options_, epoch, record, &flip);
+      };
+    }
+    // The flip is decided with the region, once the size is known; applied after the decode.
+    Status decoded =
+        DecodeInto(view->bytes, request, BatchFiller::Slot(batch, batch.size()), decode_scratch);
+    if (!decoded.ok()) return decoded.WithContext(where() + " does not decode");
+    if (flip) {
+      std::span<std::uint8_t> image = BatchFiller::Slot(batch, batch.size());
+      const std::uint32_t side = options_.output_size;
+      for (std::uint32_t y = 0; y < side; ++y) {
+        std::uint8_t* row = image.data() + std::size_t{y} * side * 3;
+        for (std::uint32_t l = 0, r = side - 1; l < r; ++l, --r) {
+          for (int c = 0; c < 3; ++c) std::swap(row[3 * l + c], row[3 * r + c]);
+        }
+      }
+    }
+    BatchFiller::Commit(batch, view->label, record);
+    return Status::OK();
+  }
+
+  const std::shared_ptr<const Reader> reader_;
+  const LoaderOptions options_;
+  const std::shared_ptr<BufferPool> pool_ = std::make_shared<BufferPool>();
+
+  mutable std::mutex mutex_;
+  std::condition_variable work_;
+  std::condition_variable ready_cv_;
+  bool stop_ = false;
+  std::atomic<bool> stopping_{false};
+  std::uint64_t generation_ = 0;
+  std::uint64_t epoch_ = 0;
+  std::vector<std::uint64_t> order_;
+  std::uint64_t batches_ = 0;
+  std::uint64_t next_claim_ = 0;
+  std::uint64_t next_deliver_ = 0;
+  std::vector<PooledBatch*> free_;
+  std::map<std::uint64_t, Finished> ready_;
+  LoaderStats stats_;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Reader> reader,
+                                               const LoaderOptions& options) {
+  if (reader == nullptr) return Status::InvalidArgument("no reader");
+  PACKREC_RETURN_IF_ERROR(ValidateOptions(options));
+  return std::unique_ptr<Loader>(new LoaderImpl(std::move(reader), options));
+}
+
+}  // namespace packrec
