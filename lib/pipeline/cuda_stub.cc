@@ -1,7 +1,10 @@
-// Without the CUDA toolkit: no device, no pinned memory; the loader uses ordinary aligned memory.
+// Without the CUDA toolkit: no device, no pinned memory (the loader uses ordinary aligned memory),
+// and an uploader that says why it cannot be made.
+#include "packrec/gpu.h"
 #include "pipeline/cuda_runtime.h"
 
-namespace packrec::cuda {
+namespace packrec {
+namespace cuda {
 
 bool Built() { return false; }
 int DeviceCount() { return 0; }
@@ -9,4 +12,15 @@ std::string Unavailable() { return "packrec was built without CUDA (no toolkit a
 void* AllocatePinned(std::size_t) { return nullptr; }
 void FreePinned(void*) {}
 
-}  // namespace packrec::cuda
+}  // namespace cuda
+
+bool GpuUploader::Available(std::string* why) {
+  if (why != nullptr) *why = cuda::Unavailable();
+  return false;
+}
+
+Result<std::unique_ptr<GpuUploader>> GpuUploader::Create(const GpuUploaderOptions&) {
+  return Status::NotSupported(cuda::Unavailable());
+}
+
+}  // namespace packrec
