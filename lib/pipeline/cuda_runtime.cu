@@ -56,9 +56,9 @@ Status CudaError(cudaError_t error, const char* what) {
   return Status::IOError(std::string("CUDA ") + what + ": " + cudaGetErrorString(error));
 }
 
-#define PACKREC_CUDA_RETURN_IF_ERROR(call, what)                   \
-  do {                                                             \
-    const cudaError_t packrec_cuda_error = (call);                 \
+#define PACKREC_CUDA_RETURN_IF_ERROR(call, what)                                       \
+  do {                                                                                 \
+    const cudaError_t packrec_cuda_error = (call);                                     \
     if (packrec_cuda_error != cudaSuccess) return CudaError(packrec_cuda_error, what); \
   } while (0)
 
@@ -146,8 +146,7 @@ class GpuBatchImpl final : public GpuBatch {
   Status CopyImagesToHost(std::span<std::uint8_t> images) const override {
     if (images.size() != host_->images().size()) {
       return Status::InvalidArgument("images buffer holds " + std::to_string(images.size()) +
-                                     " bytes, the batch " +
-                                     std::to_string(host_->images().size()));
+                                     " bytes, the batch " + std::to_string(host_->images().size()));
     }
     PACKREC_CUDA_RETURN_IF_ERROR(cudaSetDevice(slot_->device), "set device");
     PACKREC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(images.data(), slot_->images, images.size(),
