@@ -52,10 +52,10 @@ struct DecodeScratch {
 };
 
 // Decodes `encoded` (JPEG or PNG), takes request.region (clamped to the image), resizes it to
-// out_width x out_height (bilinear-class filtering, stb_image_resize) and writes RGB, rows top
-// to bottom, into `out`, which must hold out_height x out_width x 3 bytes. Gray and CMYK JPEGs
-// and gray, palette and alpha PNGs come out as RGB. InvalidInput with the decoder's message for a
-// bad image; InvalidArgument for a bad request.
+// out_width x out_height (OpenCV: bilinear, or area averaging past 1.34x shrink) and writes RGB,
+// rows top to bottom, into `out`, which must hold out_height x out_width x 3 bytes. Gray and CMYK
+// JPEGs and gray, palette and alpha PNGs come out as RGB. InvalidInput with the decoder's message
+// for a bad image; InvalidArgument for a bad request.
 Status DecodeInto(std::span<const std::byte> encoded, const DecodeRequest& request,
                   std::span<std::uint8_t> out, DecodeScratch& scratch);
 

@@ -50,6 +50,9 @@ struct JpegRegionRequest {
   std::uint32_t needed_width = 0;
   std::uint32_t needed_height = 0;
   DecodeLimits limits;
+  // Where the pixels go when the region decodes at exactly the needed size (no resize after):
+  // needed_height x needed_width x 3 bytes, or empty.
+  std::span<std::uint8_t> output;
 };
 
 struct JpegRegion {
@@ -59,12 +62,13 @@ struct JpegRegion {
   std::uint32_t image_height = 0;
   unsigned scale_num = 8;  // the DCT scale was scale_num / 8
   Rect region;             // what was asked for, clamped to the image
+  bool in_output = false;  // the pixels went to request.output, not to `rgb`
 };
 
 // Decodes only request.choose's region of a JPEG (rows above it skipped, rows below never
 // decoded, columns cut to the iMCUs that hold it) at the smallest DCT scale that covers the
-// needed size, into `rgb` (width x height x 3; gray and CMYK converted). `rows` is the caller's
-// reusable scanline buffer.
+// needed size, into request.output when it fits exactly, else into `rgb` (width x height x 3;
+// gray and CMYK converted). `rows` is the caller's reusable scanline buffer.
 Status DecodeJpegRegion(std::span<const std::byte> bytes, const JpegRegionRequest& request,
                         JpegRegion* result, std::vector<std::uint8_t>& rgb,
                         std::vector<std::uint8_t>& rows);

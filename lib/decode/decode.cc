@@ -1,13 +1,12 @@
 #include "packrec/decode.h"
 
-#include <stb_image_resize.h>
-
 #include <algorithm>
 #include <cstring>
 #include <string>
 #include <utility>
 
 #include "decode/codecs.h"
+#include "decode/resize.h"
 
 namespace packrec {
 namespace {
@@ -86,9 +85,14 @@ Status DecodeInto(std::span<const std::byte> encoded, const DecodeRequest& reque
     jpeg.needed_width = request.out_width;
     jpeg.needed_height = request.out_height;
     jpeg.limits = request.limits;
+    jpeg.output = out;
     JpegRegion region;
     PACKREC_RETURN_IF_ERROR(
         DecodeJpegRegion(encoded, jpeg, &region, scratch.decoded, scratch.rows));
+    if (region.in_output) {
+      if (request.flip_horizontal) FlipRows(out, request.out_width, request.out_height);
+      return Status::OK();
+    }
     width = region.width;
     height = region.height;
   } else {
@@ -100,11 +104,9 @@ Status DecodeInto(std::span<const std::byte> encoded, const DecodeRequest& reque
   }
   if (width == request.out_width && height == request.out_height) {
     std::memcpy(out.data(), scratch.decoded.data(), out_bytes);
-  } else if (stbir_resize_uint8(scratch.decoded.data(), static_cast<int>(width),
-                                static_cast<int>(height), 0, out.data(),
-                                static_cast<int>(request.out_width),
-                                static_cast<int>(request.out_height), 0, 3) == 0) {
-    return Status::Internal("resize failed");
+  } else {
+    PACKREC_RETURN_IF_ERROR(ResizeRgb(scratch.decoded.data(), width, height, std::size_t{width} * 3,
+                                      out.data(), request.out_width, request.out_height));
   }
   if (request.flip_horizontal) FlipRows(out, request.out_width, request.out_height);
   return Status::OK();

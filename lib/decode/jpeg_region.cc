@@ -147,37 +147,58 @@ Status DecodeJpegRegion(std::span<const std::byte> bytes, const JpegRegionReques
   if (crop_width < cinfo.output_width) jpeg_crop_scanline(&cinfo, &crop_x, &crop_width);
   if (y0 > 0) jpeg_skip_scanlines(&cinfo, y0);
   const int components = cinfo.output_components;
-  const std::size_t row_bytes = std::size_t{cinfo.output_width} * components;
+  const std::size_t row_bytes = std::size_t{cinfo.output_width} * static_cast<unsigned>(components);
   const JDIMENSION out_rows = std::max<JDIMENSION>(1, y1 - y0);
+  const JDIMENSION skip_columns = x0 - crop_x;
+  const JDIMENSION columns =
+      std::max<JDIMENSION>(1, std::min<JDIMENSION>(x1 - x0, cinfo.output_width - skip_columns));
+  // Rows go straight to their destination when nothing needs cutting or converting: the
+  // caller's output when it is exactly this size, else `rgb`; otherwise through `rows`.
+  const bool whole_rows = !cmyk && skip_columns == 0 && columns == cinfo.output_width;
+  const bool into_output = whole_rows && request.output.size() == row_bytes * out_rows &&
+                           cinfo.output_width == request.needed_width &&
+                           out_rows == request.needed_height;
   // Sized before any row is read: no allocation (and nothing to unwind) after this point but
   // inside the vectors, which outlive the longjmp.
-  rows.resize(row_bytes * out_rows);
+  std::uint8_t* destination = nullptr;
+  if (into_output) {
+    destination = request.output.data();
+  } else if (whole_rows) {
+    rgb.resize(row_bytes * out_rows);
+    destination = rgb.data();
+  } else {
+    rows.resize(row_bytes * out_rows);
+    destination = rows.data();
+  }
+  constexpr JDIMENSION kRowsPerCall = 32;  // libjpeg hands out up to one iMCU row per call
+  JSAMPROW pointers[kRowsPerCall];
   for (JDIMENSION read = 0; read < out_rows;) {
-    JSAMPROW row = rows.data() + row_bytes * read;
-    const JDIMENSION got = jpeg_read_scanlines(&cinfo, &row, 1);
+    const JDIMENSION want = std::min(kRowsPerCall, out_rows - read);
+    for (JDIMENSION i = 0; i < want; ++i) pointers[i] = destination + row_bytes * (read + i);
+    const JDIMENSION got = jpeg_read_scanlines(&cinfo, pointers, want);
     if (got == 0) break;
     read += got;
   }
-  const JDIMENSION skip_columns = x0 - crop_x;
-  const JDIMENSION columns = std::min<JDIMENSION>(x1 - x0, cinfo.output_width - skip_columns);
   jpeg_abort_decompress(&cinfo);  // the rows below the region are never decoded
   jpeg_destroy_decompress(&cinfo);
 
-  result->width = std::max<JDIMENSION>(1, columns);
+  result->width = columns;
   result->height = out_rows;
   result->image_width = width;
   result->image_height = height;
   result->scale_num = num;
   result->region = region;
-  rgb.resize(std::size_t{result->width} * result->height * 3);
+  result->in_output = into_output;
+  if (whole_rows) return Status::OK();
+  rgb.resize(std::size_t{columns} * out_rows * 3);
   for (JDIMENSION y = 0; y < out_rows; ++y) {
     const std::uint8_t* source =
         rows.data() + row_bytes * y + std::size_t{skip_columns} * components;
-    std::uint8_t* target = rgb.data() + std::size_t{result->width} * 3 * y;
+    std::uint8_t* target = rgb.data() + std::size_t{columns} * 3 * y;
     if (cmyk) {
-      CmykToRgb(source, target, result->width, inverted);
+      CmykToRgb(source, target, columns, inverted);
     } else {
-      std::memcpy(target, source, std::size_t{result->width} * 3);
+      std::memcpy(target, source, std::size_t{columns} * 3);
     }
   }
   return Status::OK();

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <new>
 #include <thread>
 
 #include "packrec/loader.h"
@@ -201,6 +202,9 @@ class LoaderImpl final : public Loader {
     pooled->pinned = pooled->memory != nullptr;
     if (!pooled->pinned && bytes > 0) {
       pooled->memory = static_cast<std::uint8_t*>(std::aligned_alloc(4096, RoundUp(bytes)));
+      if (pooled->memory == nullptr) throw std::bad_alloc();
+      // Fault the pages in now, once, rather than in the first epoch's decodes.
+      std::memset(pooled->memory, 0, bytes);
     }
     BatchFiller::Setup(pooled->batch, pooled->memory, pooled->pinned, options_.batch_size, side,
                        side);
@@ -239,8 +243,22 @@ class LoaderImpl final : public Loader {
       const std::uint64_t epoch = epoch_;
       // At most prefetch_batches batches are in flight; the pool only grows when the consumer
       // holds on to batches it was given.
-      PooledBatch* pooled = free_.empty() ? NewBuffer() : free_.back();
-      if (!free_.empty()) free_.pop_back();
+      PooledBatch* pooled = nullptr;
+      if (!free_.empty()) {
+        pooled = free_.back();
+        free_.pop_back();
+      } else {
+        try {
+          pooled = NewBuffer();
+        } catch (const std::bad_alloc&) {
+          ready_.emplace(
+              index,
+              Finished{nullptr, Status::Internal("out of memory for a batch buffer of " +
+                                                 std::to_string(options_.batch_size) + " images")});
+          ready_cv_.notify_all();
+          continue;
+        }
+      }
       const std::uint64_t begin = index * options_.batch_size;
       const std::uint64_t end = std::min<std::uint64_t>(order_.size(), begin + options_.batch_size);
       const std::vector<std::uint64_t> records(order_.begin() + static_cast<std::ptrdiff_t>(begin),
