@@ -88,33 +88,54 @@ void CmykToRgb(const std::uint8_t* cmyk, std::uint8_t* rgb, std::size_t pixels, 
   }
 }
 
+// One libjpeg decompressor per thread, reset between images with jpeg_abort_decompress as
+// TurboJPEG does: creating one costs its memory pools every time.
+struct Decompressor {
+  jpeg_decompress_struct cinfo;
+  ErrorManager errors;
+  bool created = false;
+
+  Decompressor() {
+    cinfo.err = jpeg_std_error(&errors.base);
+    errors.base.error_exit = OnError;
+    errors.base.emit_message = OnMessage;
+    errors.progress.progress_monitor = OnProgress;
+    if (setjmp(errors.jump) != 0) return;  // out of memory in jpeg_create_decompress
+    jpeg_create_decompress(&cinfo);
+    cinfo.progress = &errors.progress;
+    created = true;
+  }
+  ~Decompressor() {
+    if (created) jpeg_destroy_decompress(&cinfo);
+  }
+  Decompressor(const Decompressor&) = delete;
+  Decompressor& operator=(const Decompressor&) = delete;
+};
+
 }  // namespace
 
 Status DecodeJpegRegion(std::span<const std::byte> bytes, const JpegRegionRequest& request,
                         JpegRegion* result, std::vector<std::uint8_t>& rgb,
                         std::vector<std::uint8_t>& rows) {
-  jpeg_decompress_struct cinfo;
-  ErrorManager errors;
-  cinfo.err = jpeg_std_error(&errors.base);
-  errors.base.error_exit = OnError;
-  errors.base.emit_message = OnMessage;
+  thread_local Decompressor decompressor;
+  if (!decompressor.created) return Status::Internal("libjpeg could not allocate a decompressor");
+  jpeg_decompress_struct& cinfo = decompressor.cinfo;
+  ErrorManager& errors = decompressor.errors;
   errors.stop_on_warning = request.limits.stop_on_warning;
   errors.max_scans = request.limits.max_scans;
   errors.message[0] = '\0';
-  errors.progress.progress_monitor = OnProgress;
+  errors.base.num_warnings = 0;
   if (setjmp(errors.jump) != 0) {
-    jpeg_destroy_decompress(&cinfo);
+    jpeg_abort_decompress(&cinfo);  // ready for the next image
     return Status::InvalidInput(std::string("JPEG does not decode: ") + errors.message);
   }
-  jpeg_create_decompress(&cinfo);
-  cinfo.progress = &errors.progress;
   jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(bytes.data()),
                static_cast<unsigned long>(bytes.size()));
   jpeg_read_header(&cinfo, TRUE);
   const std::uint32_t width = cinfo.image_width;
   const std::uint32_t height = cinfo.image_height;
   if (std::uint64_t{width} * height > request.limits.max_pixels || width == 0 || height == 0) {
-    jpeg_destroy_decompress(&cinfo);
+    jpeg_abort_decompress(&cinfo);
     return Status::InvalidInput("JPEG of " + std::to_string(width) + "x" + std::to_string(height) +
                                 " exceeds the pixel limit");
   }
@@ -180,7 +201,6 @@ Status DecodeJpegRegion(std::span<const std::byte> bytes, const JpegRegionReques
     read += got;
   }
   jpeg_abort_decompress(&cinfo);  // the rows below the region are never decoded
-  jpeg_destroy_decompress(&cinfo);
 
   result->width = columns;
   result->height = out_rows;
