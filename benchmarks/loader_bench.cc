@@ -77,8 +77,8 @@ packrec::LoaderOptions Options(const Args& args) {
   options.prefetch_batches = args.prefetch;
   options.output_size = args.size;
   options.resize_size = args.size * 256 / 224;
-  options.transform = args.transform == "eval" ? packrec::TransformKind::kEval
-                                               : packrec::TransformKind::kTrain;
+  options.transform =
+      args.transform == "eval" ? packrec::TransformKind::kEval : packrec::TransformKind::kTrain;
   return options;
 }
 
@@ -109,8 +109,8 @@ int DecodeOne(const Args& args) {
   const double seconds = Since(start);
   std::printf("mode=decode images_per_s=%.1f mpixels_per_s=%.2f width=%u height=%u\n",
               static_cast<double>(images) / seconds,
-              static_cast<double>(images) * info->width * info->height / 1e6 / seconds,
-              info->width, info->height);
+              static_cast<double>(images) * info->width * info->height / 1e6 / seconds, info->width,
+              info->height);
   return 0;
 }
 

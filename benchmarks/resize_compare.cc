@@ -43,7 +43,8 @@ std::vector<std::uint8_t> MakeImage(int w, int h, unsigned seed) {
 // Exact area average (box filter over the covered source area): the reference.
 std::vector<double> Reference(const std::vector<std::uint8_t>& in, const Case& k) {
   std::vector<double> out(static_cast<std::size_t>(k.out_w) * k.out_h * 3);
-  const double sx = static_cast<double>(k.in_w) / k.out_w, sy = static_cast<double>(k.in_h) / k.out_h;
+  const double sx = static_cast<double>(k.in_w) / k.out_w,
+               sy = static_cast<double>(k.in_h) / k.out_h;
   for (int oy = 0; oy < k.out_h; ++oy)
     for (int ox = 0; ox < k.out_w; ++ox)
       for (int c = 0; c < 3; ++c) {
@@ -63,7 +64,8 @@ std::vector<double> Reference(const std::vector<std::uint8_t>& in, const Case& k
 
 double Psnr(const std::vector<std::uint8_t>& out, const std::vector<double>& reference) {
   double mse = 0;
-  for (std::size_t i = 0; i < out.size(); ++i) mse += (out[i] - reference[i]) * (out[i] - reference[i]);
+  for (std::size_t i = 0; i < out.size(); ++i)
+    mse += (out[i] - reference[i]) * (out[i] - reference[i]);
   mse /= static_cast<double>(out.size());
   return 10 * std::log10(255.0 * 255.0 / std::max(mse, 1e-9));
 }
@@ -73,8 +75,11 @@ using Resizer = std::function<void(const std::uint8_t*, const Case&, std::uint8_
 }  // namespace
 
 int main() {
-  const std::vector<Case> cases = {{256, 256, 224, 224}, {300, 260, 224, 224}, {420, 390, 224, 224},
-                                   {447, 383, 224, 224}, {180, 150, 224, 224}};
+  const std::vector<Case> cases = {{256, 256, 224, 224},
+                                   {300, 260, 224, 224},
+                                   {420, 390, 224, 224},
+                                   {447, 383, 224, 224},
+                                   {180, 150, 224, 224}};
   SwsContext* cached = nullptr;
   const std::vector<std::pair<const char*, Resizer>> resizers = {
       {"stb_image_resize (Mitchell)",
@@ -102,7 +107,9 @@ int main() {
        }},
   };
   cv::setNumThreads(1);
-  std::printf("| resizer | µs per image (mean of the cases) | PSNR vs area average, dB (min of the cases) |\n|---|---|---|\n");
+  std::printf(
+      "| resizer | µs per image (mean of the cases) | PSNR vs area average, dB (min of the cases) "
+      "|\n|---|---|---|\n");
   for (const auto& [name, resize] : resizers) {
     double total_us = 0, worst_psnr = 1e9;
     for (std::size_t c = 0; c < cases.size(); ++c) {
@@ -119,9 +126,13 @@ int main() {
       const int rounds = 400;
       const auto start = std::chrono::steady_clock::now();
       for (int r = 0; r < rounds; ++r) resize(in.data(), (r & 1) ? other : k, out.data());
-      total_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / rounds;
+      total_us +=
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+              .count() /
+          rounds;
     }
-    std::printf("| %s | %.0f | %.1f |\n", name, total_us / static_cast<double>(cases.size()), worst_psnr);
+    std::printf("| %s | %.0f | %.1f |\n", name, total_us / static_cast<double>(cases.size()),
+                worst_psnr);
   }
   sws_freeContext(cached);
   return 0;
