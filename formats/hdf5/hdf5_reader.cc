@@ -21,9 +21,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A 1-D dataset into `values`; with `expected`, it must hold exactly that many.
 template <typename T>
-Status ReadVector(hid_t file, const char* name, hid_t memory_type, std::uint64_t expected,
-                  std::vector<T>* values, const fs::path& path) {
+Status ReadVector(hid_t file, const char* name, hid_t memory_type,
+                  std::optional<std::uint64_t> expected, std::vector<T>* values,
+                  const fs::path& path) {
   Handle dataset(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
   if (!dataset.valid()) {
     return Hdf5Error(StatusCode::kCorruption, std::string("open /") + name + " in", path);
@@ -31,9 +33,11 @@ Status ReadVector(hid_t file, const char* name, hid_t memory_type, std::uint64_t
   Handle space(H5Dget_space(dataset.get()), H5Sclose);
   hsize_t size = 0;
   if (H5Sget_simple_extent_ndims(space.get()) != 1 ||
-      H5Sget_simple_extent_dims(space.get(), &size, nullptr) != 1 || size != expected) {
-    return Status::Corruption(path.string() + ": /" + name + " holds " + std::to_string(size) +
-                              " values, expected " + std::to_string(expected));
+      H5Sget_simple_extent_dims(space.get(), &size, nullptr) != 1 ||
+      (expected && size != *expected)) {
+    return Status::Corruption(
+        path.string() + ": /" + name + " holds " + std::to_string(size) + " values" +
+        (expected ? ", expected " + std::to_string(*expected) : std::string()));
   }
   values->resize(size);
   if (size > 0 &&
@@ -125,15 +129,8 @@ Status ReadKeys(hid_t f, const fs::path& path, std::uint64_t count,
     std::vector<std::uint64_t> offsets;
     PACKREC_RETURN_IF_ERROR(
         ReadVector(f, kKeyOffsets, H5T_NATIVE_UINT64, count + 1, &offsets, path));
-    Handle dataset(H5Dopen2(f, kKeyBytes, H5P_DEFAULT), H5Dclose);
-    Handle space(H5Dget_space(dataset.get()), H5Sclose);
-    hsize_t size = 0;
-    if (!dataset.valid() || H5Sget_simple_extent_ndims(space.get()) != 1 ||
-        H5Sget_simple_extent_dims(space.get(), &size, nullptr) != 1) {
-      return Status::Corruption(path.string() + ": /" + kKeyBytes + " is not a 1-D dataset");
-    }
     std::vector<std::uint8_t> bytes;  // uint8, as stored: a signed char target would convert
-    PACKREC_RETURN_IF_ERROR(ReadVector(f, kKeyBytes, H5T_NATIVE_UINT8, size, &bytes, path));
+    PACKREC_RETURN_IF_ERROR(ReadVector(f, kKeyBytes, H5T_NATIVE_UINT8, std::nullopt, &bytes, path));
     keys->reserve(count);
     for (std::uint64_t i = 0; i < count; ++i) {
       if (offsets[i] > offsets[i + 1] || offsets[i + 1] > bytes.size()) {

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -217,41 +218,39 @@ class LmdbReader final : public Reader {
     PACKREC_ASSIGN_OR_RETURN(const auto file, RandomAccessFile::Open(dir_ / kDataFileName));
     ReadTransaction txn;
     PACKREC_RETURN_IF_ERROR(txn.Begin(env->get(), dir_));
-    const std::byte* const map = env->map_base();
-    if (map == nullptr) return ForEachMapped(*env, txn, visit, begin, end);
-    MDB_cursor* cursor = nullptr;
-    int rc = mdb_cursor_open(txn.get(), env->dbi(), &cursor);
-    if (rc != MDB_SUCCESS) return LmdbError(rc, "open cursor", dir_);
-    auto start = RecordKey(begin);
-    MDB_val key{start.size(), start.data()};
-    MDB_val value;
     ReadScratch scratch;
-    Status status;
+    const std::byte* const map = env->map_base();
+    if (map == nullptr) {
+      // The map's address is unknown: zero-copy views into it, valid while the transaction is
+      // open, i.e. during visit.
+      return WalkValues(*env, txn, begin, end, [&](std::uint64_t index, const MDB_val& value) {
+        PACKREC_ASSIGN_OR_RETURN(const RecordView view,
+                                 Decode(index, Bytes(value), scratch, options_.verify_checksums));
+        return visit(view);
+      });
+    }
+    std::uint64_t first = begin;                                  // of the ranges collected so far
     std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;  // (file offset, size)
-    rc = mdb_cursor_get(cursor, &key, &value, MDB_SET_KEY);
-    for (std::uint64_t chunk = begin; chunk < end && status.ok(); chunk += ranges.size()) {
-      ranges.clear();
-      for (std::uint64_t expected = chunk; expected < std::min(end, chunk + kForEachChunk);
-           ++expected) {
-        std::uint64_t index = 0;
-        if (rc != MDB_SUCCESS || !ParseRecordKey(Bytes(key), &index) || index != expected) {
-          status = MissingOrError(rc, expected);
-          break;
-        }
-        ranges.emplace_back(static_cast<const std::byte*>(value.mv_data) - map, value.mv_size);
-        rc = mdb_cursor_get(cursor, &key, &value, MDB_NEXT);
-      }
-      if (!status.ok()) break;
-      status = StreamRanges(
+    const auto stream = [&]() -> Status {
+      const Status status = StreamRanges(
           *file, 0, ranges.size(), [&](std::uint64_t i) { return ranges[i]; },
           [&](std::uint64_t i, std::span<const std::byte> stored) {
             PACKREC_ASSIGN_OR_RETURN(const RecordView view,
-                                     Decode(chunk + i, stored, scratch, options_.verify_checksums));
+                                     Decode(first + i, stored, scratch, options_.verify_checksums));
             return visit(view);
           });
-    }
-    mdb_cursor_close(cursor);
-    return status;
+      first += ranges.size();
+      ranges.clear();
+      return status;
+    };
+    const Status walked =
+        WalkValues(*env, txn, begin, end, [&](std::uint64_t, const MDB_val& value) {
+          ranges.emplace_back(static_cast<const std::byte*>(value.mv_data) - map, value.mv_size);
+          return ranges.size() < kForEachChunk ? Status::OK() : stream();
+        });
+    // The records found before a failure of the walk are still delivered, in order.
+    PACKREC_RETURN_IF_ERROR(stream());
+    return walked;
   }
 
   VerifyStats Verify(VerifyReporter& reporter) const override {
@@ -315,28 +314,26 @@ class LmdbReader final : public Reader {
   }
 
  private:
-  // ForEach through the map, for when its base address is not known: zero-copy views, each valid
-  // while the transaction is open, i.e. during visit.
-  Status ForEachMapped(const Environment& env, const ReadTransaction& txn, const Visitor& visit,
-                       std::uint64_t begin, std::uint64_t end) const {
+  // Calls on_value for records [begin, end) in key order, checking that each key is the next
+  // record index; stops at the first error (of LMDB, a missing record or on_value).
+  Status WalkValues(const Environment& env, const ReadTransaction& txn, std::uint64_t begin,
+                    std::uint64_t end,
+                    const std::function<Status(std::uint64_t, const MDB_val&)>& on_value) const {
     MDB_cursor* cursor = nullptr;
     int rc = mdb_cursor_open(txn.get(), env.dbi(), &cursor);
     if (rc != MDB_SUCCESS) return LmdbError(rc, "open cursor", dir_);
     auto start = RecordKey(begin);
     MDB_val key{start.size(), start.data()};
     MDB_val value;
-    ReadScratch scratch;
     Status status;
     rc = mdb_cursor_get(cursor, &key, &value, MDB_SET_KEY);
-    for (std::uint64_t expected = begin; expected < end; ++expected) {
+    for (std::uint64_t expected = begin; expected < end && status.ok(); ++expected) {
       std::uint64_t index = 0;
       if (rc != MDB_SUCCESS || !ParseRecordKey(Bytes(key), &index) || index != expected) {
         status = MissingOrError(rc, expected);
         break;
       }
-      Result<RecordView> view = Decode(index, Bytes(value), scratch, options_.verify_checksums);
-      status = view.ok() ? visit(*view) : view.status();
-      if (!status.ok()) break;
+      status = on_value(index, value);
       rc = mdb_cursor_get(cursor, &key, &value, MDB_NEXT);
     }
     mdb_cursor_close(cursor);

@@ -59,6 +59,9 @@ struct DecodeScratch {
 Status DecodeInto(std::span<const std::byte> encoded, const DecodeRequest& request,
                   std::span<std::uint8_t> out, DecodeScratch& scratch);
 
+// Mirrors an RGB image (height x width x 3, rows packed) left to right, in place.
+void FlipHorizontal(std::span<std::uint8_t> image, std::uint32_t width, std::uint32_t height);
+
 // The image's size from its header (JPEG or PNG), without decoding.
 Result<ImageInfo> ReadImageSize(std::span<const std::byte> encoded);
 

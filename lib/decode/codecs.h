@@ -44,6 +44,9 @@ struct JpegEncodeOptions {
 };
 Result<std::vector<std::byte>> EncodeJpeg(const Pixels& pixels, const JpegEncodeOptions& options);
 
+// `region` moved and cut to lie inside a width x height image, at least one pixel each way.
+Rect ClampRegion(Rect region, std::uint32_t width, std::uint32_t height);
+
 struct JpegRegionRequest {
   RegionChooser choose;  // empty: the whole image
   // The decoded region must be at least this large: the DCT scale is the smallest that covers it.

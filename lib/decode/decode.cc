@@ -16,14 +16,6 @@ bool IsJpeg(std::span<const std::byte> bytes) {
          bytes[2] == std::byte{0xFF};
 }
 
-Rect Clamp(Rect region, std::uint32_t width, std::uint32_t height) {
-  region.x = std::min(region.x, width - 1);
-  region.y = std::min(region.y, height - 1);
-  region.width = std::clamp<std::uint32_t>(region.width, 1, width - region.x);
-  region.height = std::clamp<std::uint32_t>(region.height, 1, height - region.y);
-  return region;
-}
-
 // PNG has no region decoding: decode it whole, then copy the region out as RGB.
 Status DecodePngRegion(std::span<const std::byte> bytes, const DecodeRequest& request,
                        std::vector<std::uint8_t>& rgb, std::uint32_t* width,
@@ -33,9 +25,9 @@ Status DecodePngRegion(std::span<const std::byte> bytes, const DecodeRequest& re
     return Status::InvalidInput("PNG of " + std::to_string(pixels.width) + "x" +
                                 std::to_string(pixels.height) + " exceeds the pixel limit");
   }
-  const Rect region = Clamp(request.region ? request.region(pixels.width, pixels.height)
-                                           : Rect{0, 0, pixels.width, pixels.height},
-                            pixels.width, pixels.height);
+  const Rect region = ClampRegion(request.region ? request.region(pixels.width, pixels.height)
+                                                 : Rect{0, 0, pixels.width, pixels.height},
+                                  pixels.width, pixels.height);
   rgb.resize(std::size_t{region.width} * region.height * 3);
   for (std::uint32_t y = 0; y < region.height; ++y) {
     const std::uint8_t* source =
@@ -54,7 +46,17 @@ Status DecodePngRegion(std::span<const std::byte> bytes, const DecodeRequest& re
   return Status::OK();
 }
 
-void FlipRows(std::span<std::uint8_t> image, std::uint32_t width, std::uint32_t height) {
+}  // namespace
+
+Rect ClampRegion(Rect region, std::uint32_t width, std::uint32_t height) {
+  region.x = std::min(region.x, width - 1);
+  region.y = std::min(region.y, height - 1);
+  region.width = std::clamp<std::uint32_t>(region.width, 1, width - region.x);
+  region.height = std::clamp<std::uint32_t>(region.height, 1, height - region.y);
+  return region;
+}
+
+void FlipHorizontal(std::span<std::uint8_t> image, std::uint32_t width, std::uint32_t height) {
   for (std::uint32_t y = 0; y < height; ++y) {
     std::uint8_t* row = image.data() + std::size_t{y} * width * 3;
     for (std::uint32_t left = 0, right = width - 1; left < right; ++left, --right) {
@@ -62,8 +64,6 @@ void FlipRows(std::span<std::uint8_t> image, std::uint32_t width, std::uint32_t 
     }
   }
 }
-
-}  // namespace
 
 Status DecodeInto(std::span<const std::byte> encoded, const DecodeRequest& request,
                   std::span<std::uint8_t> out, DecodeScratch& scratch) {
@@ -90,7 +90,7 @@ Status DecodeInto(std::span<const std::byte> encoded, const DecodeRequest& reque
     PACKREC_RETURN_IF_ERROR(
         DecodeJpegRegion(encoded, jpeg, &region, scratch.decoded, scratch.rows));
     if (region.in_output) {
-      if (request.flip_horizontal) FlipRows(out, request.out_width, request.out_height);
+      if (request.flip_horizontal) FlipHorizontal(out, request.out_width, request.out_height);
       return Status::OK();
     }
     width = region.width;
@@ -108,7 +108,7 @@ Status DecodeInto(std::span<const std::byte> encoded, const DecodeRequest& reque
     PACKREC_RETURN_IF_ERROR(ResizeRgb(scratch.decoded.data(), width, height, std::size_t{width} * 3,
                                       out.data(), request.out_width, request.out_height));
   }
-  if (request.flip_horizontal) FlipRows(out, request.out_width, request.out_height);
+  if (request.flip_horizontal) FlipHorizontal(out, request.out_width, request.out_height);
   return Status::OK();
 }
 

@@ -139,11 +139,8 @@ Status DecodeJpegRegion(std::span<const std::byte> bytes, const JpegRegionReques
     return Status::InvalidInput("JPEG of " + std::to_string(width) + "x" + std::to_string(height) +
                                 " exceeds the pixel limit");
   }
-  Rect region = request.choose ? request.choose(width, height) : Rect{0, 0, width, height};
-  region.x = std::min(region.x, width - 1);
-  region.y = std::min(region.y, height - 1);
-  region.width = std::clamp<std::uint32_t>(region.width, 1, width - region.x);
-  region.height = std::clamp<std::uint32_t>(region.height, 1, height - region.y);
+  const Rect region = ClampRegion(
+      request.choose ? request.choose(width, height) : Rect{0, 0, width, height}, width, height);
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
   const bool inverted = cmyk && cinfo.saw_Adobe_marker;
   cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;

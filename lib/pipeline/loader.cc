@@ -128,7 +128,6 @@ class LoaderImpl final : public Loader {
       std::lock_guard lock(mutex_);
       stop_ = true;
     }
-    stopping_.store(true);
     work_.notify_all();
     for (std::thread& worker : workers_) worker.join();
     std::lock_guard guard(pool_->mutex);  // batches released from now on stay with the pool
@@ -299,7 +298,7 @@ class LoaderImpl final : public Loader {
               DecodeScratch& decode_scratch) const {
     BatchFiller::Reset(batch, epoch, index);
     for (const std::uint64_t record : records) {
-      if (stopping_.load(std::memory_order_relaxed)) return Status::OK();
+      if (stop_.load(std::memory_order_relaxed)) return Status::OK();  // checked without the lock
       Status status = FillOne(batch, epoch, record, read_scratch, decode_scratch);
       if (status.ok()) continue;
       if (options_.on_bad_record == OnBadRecord::kSkip) {
@@ -342,14 +341,8 @@ class LoaderImpl final : public Loader {
         DecodeInto(view->bytes, request, BatchFiller::Slot(batch, batch.size()), decode_scratch);
     if (!decoded.ok()) return decoded.WithContext(where() + " does not decode");
     if (flip) {
-      std::span<std::uint8_t> image = BatchFiller::Slot(batch, batch.size());
-      const std::uint32_t side = options_.output_size;
-      for (std::uint32_t y = 0; y < side; ++y) {
-        std::uint8_t* row = image.data() + std::size_t{y} * side * 3;
-        for (std::uint32_t l = 0, r = side - 1; l < r; ++l, --r) {
-          for (int c = 0; c < 3; ++c) std::swap(row[3 * l + c], row[3 * r + c]);
-        }
-      }
+      FlipHorizontal(BatchFiller::Slot(batch, batch.size()), options_.output_size,
+                     options_.output_size);
     }
     BatchFiller::Commit(batch, view->label, record);
     return Status::OK();
@@ -362,8 +355,7 @@ class LoaderImpl final : public Loader {
   mutable std::mutex mutex_;
   std::condition_variable work_;
   std::condition_variable ready_cv_;
-  bool stop_ = false;
-  std::atomic<bool> stopping_{false};
+  std::atomic<bool> stop_{false};  // set under mutex_ (for the waits), read without it in Fill
   std::uint64_t generation_ = 0;
   std::uint64_t epoch_ = 0;
   std::vector<std::uint64_t> order_;
