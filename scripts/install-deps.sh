@@ -6,7 +6,7 @@ packages=(
   g++ cmake make pkg-config git bc clang-format
   libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libopencv-imgproc-dev libstb-dev libzstd-dev libxxhash-dev
   libcli11-dev nlohmann-json3-dev doctest-dev
-  liblmdb-dev libhdf5-dev python3 python3-lmdb python3-h5py python3-protobuf
+  liblmdb-dev libhdf5-dev liburing-dev python3 python3-lmdb python3-h5py python3-protobuf python3-jsonschema
 )
 missing=()
 for package in "${packages[@]}"; do

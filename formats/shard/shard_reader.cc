@@ -165,13 +165,15 @@ class ShardReader final : public Reader {
   const DatasetInfo& info() const override { return info_; }
 
   Result<RecordView> Read(std::uint64_t index, ReadScratch& scratch) const override {
-    if (index >= info_.record_count) {
-      return IndexOutOfRange(index, info_.record_count);
-    }
-    const auto it = std::upper_bound(shard_first_.begin(), shard_first_.end(), index);
-    const Shard& shard = shards_[static_cast<std::size_t>(it - shard_first_.begin()) - 1];
-    if (!shard.damage.ok()) return shard.damage;
-    return ReadFromShard(shard, index, scratch, options_.verify_checksums);
+    PACKREC_ASSIGN_OR_RETURN(const Shard* shard, ShardOf(index));
+    return ReadFromShard(*shard, index, scratch, options_.verify_checksums);
+  }
+
+  Result<RecordLocation> Locate(std::uint64_t index) const override {
+    PACKREC_ASSIGN_OR_RETURN(const Shard* shard, ShardOf(index));
+    const IndexEntry entry = shard->Entry(index - shard->meta.first_record);
+    return RecordLocation{shard->path, entry.offset, entry.stored_size,
+                          entry.compression != static_cast<std::uint8_t>(Compression::kNone)};
   }
 
   Status ForEach(const Visitor& visit, std::uint64_t begin, std::uint64_t end) const override {
@@ -279,6 +281,17 @@ class ShardReader final : public Reader {
   }
 
  private:
+  // The undamaged shard holding record `index`.
+  Result<const Shard*> ShardOf(std::uint64_t index) const {
+    if (index >= info_.record_count) {
+      return IndexOutOfRange(index, info_.record_count);
+    }
+    const auto it = std::upper_bound(shard_first_.begin(), shard_first_.end(), index);
+    const Shard& shard = shards_[static_cast<std::size_t>(it - shard_first_.begin()) - 1];
+    if (!shard.damage.ok()) return shard.damage;
+    return &shard;
+  }
+
   static Result<RecordView> ReadFromShard(const Shard& shard, std::uint64_t index,
                                           ReadScratch& scratch, bool verify) {
     const IndexEntry entry = shard.Entry(index - shard.meta.first_record);

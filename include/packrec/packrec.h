@@ -2,6 +2,7 @@
 #ifndef PACKREC_PACKREC_H_
 #define PACKREC_PACKREC_H_
 
+#include "packrec/bench.h"
 #include "packrec/convert.h"
 #include "packrec/dataset_ops.h"
 #include "packrec/image.h"

@@ -87,6 +87,14 @@ class VerifyReporter {
   virtual void Report(const VerifyProblem& problem) = 0;
 };
 
+// Where a record's stored bytes lie, for callers that do their own I/O (io_uring, O_DIRECT).
+struct RecordLocation {
+  std::filesystem::path file;
+  std::uint64_t offset = 0;
+  std::uint64_t stored_size = 0;
+  bool compressed = false;  // the stored bytes are zstd, not the image
+};
+
 struct VerifyStats {
   std::uint64_t records_checked = 0;
   std::uint64_t bytes_checked = 0;
@@ -115,6 +123,10 @@ class Reader {
   using Visitor = std::function<Status(const RecordView&)>;
   virtual Status ForEach(const Visitor& visit, std::uint64_t begin = 0,
                          std::uint64_t end = UINT64_MAX) const;
+
+  // Where record `index` is stored. Shards only; other formats return NotSupported (LMDB moves
+  // values between pages, HDF5 may chunk or filter them). OutOfRange past the end.
+  virtual Result<RecordLocation> Locate(std::uint64_t index) const;
 
   // Checks every byte the format can check (headers, index, every record checksum, whole-file
   // checksums), reports each problem to `reporter` and goes on.

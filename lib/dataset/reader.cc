@@ -14,4 +14,9 @@ Status Reader::ForEach(const Visitor& visit, std::uint64_t begin, std::uint64_t 
   return Status::OK();
 }
 
+Result<RecordLocation> Reader::Locate(std::uint64_t) const {
+  return Status::NotSupported("the " + info().format +
+                              " format does not expose record locations (shards do)");
+}
+
 }  // namespace packrec

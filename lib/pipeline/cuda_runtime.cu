@@ -3,6 +3,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <chrono>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -48,6 +50,16 @@ void FreePinned(void* pointer) {
   if (pointer != nullptr) cudaFreeHost(pointer);
 }
 
+std::string DeviceName(int device) {
+  cudaDeviceProp properties{};
+  const cudaError_t error = cudaGetDeviceProperties(&properties, device);
+  if (error != cudaSuccess) {
+    cudaGetLastError();
+    return std::string("no usable CUDA device: ") + cudaGetErrorString(error);
+  }
+  return properties.name;
+}
+
 }  // namespace cuda
 
 namespace {
@@ -61,6 +73,77 @@ Status CudaError(cudaError_t error, const char* what) {
     const cudaError_t packrec_cuda_error = (call);                                     \
     if (packrec_cuda_error != cudaSuccess) return CudaError(packrec_cuda_error, what); \
   } while (0)
+
+// Host and device buffers of one TimeHostToDevice call, freed on every path.
+struct CopyBuffers {
+  void* pinned = nullptr;
+  std::vector<std::uint8_t> pageable;
+  void* device[2] = {nullptr, nullptr};
+  cudaStream_t streams[2] = {nullptr, nullptr};
+  ~CopyBuffers() {
+    for (cudaStream_t stream : streams) {
+      if (stream != nullptr) cudaStreamDestroy(stream);
+    }
+    for (void* buffer : device) {
+      if (buffer != nullptr) cudaFree(buffer);
+    }
+    if (pinned != nullptr) cudaFreeHost(pinned);
+  }
+};
+
+double SecondsSince(const std::chrono::steady_clock::time_point& start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+namespace cuda {
+
+Result<CopyTiming> TimeHostToDevice(std::size_t bytes, bool pinned, bool async, int repetitions,
+                                    int device) {
+  PACKREC_CUDA_RETURN_IF_ERROR(cudaSetDevice(device), "cudaSetDevice");
+  CopyBuffers buffers;
+  const void* source = nullptr;
+  if (pinned) {
+    PACKREC_CUDA_RETURN_IF_ERROR(cudaHostAlloc(&buffers.pinned, bytes, cudaHostAllocPortable),
+                                 "cudaHostAlloc");
+    std::memset(buffers.pinned, 1, bytes);
+    source = buffers.pinned;
+  } else {
+    buffers.pageable.assign(bytes, 1);
+    source = buffers.pageable.data();
+  }
+  for (int i = 0; i < 2; ++i) {
+    PACKREC_CUDA_RETURN_IF_ERROR(cudaMalloc(&buffers.device[i], bytes), "cudaMalloc");
+    PACKREC_CUDA_RETURN_IF_ERROR(
+        cudaStreamCreateWithFlags(&buffers.streams[i], cudaStreamNonBlocking), "cudaStreamCreate");
+  }
+  PACKREC_CUDA_RETURN_IF_ERROR(cudaMemcpy(buffers.device[0], source, bytes, cudaMemcpyHostToDevice),
+                               "cudaMemcpy");
+  CopyTiming timing;
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < repetitions; ++r) {
+    const auto call = std::chrono::steady_clock::now();
+    if (async) {
+      PACKREC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buffers.device[r % 2], source, bytes,
+                                                   cudaMemcpyHostToDevice, buffers.streams[r % 2]),
+                                   "cudaMemcpyAsync");
+    } else {
+      PACKREC_CUDA_RETURN_IF_ERROR(
+          cudaMemcpy(buffers.device[r % 2], source, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+    }
+    timing.host_blocked_seconds += SecondsSince(call);
+  }
+  for (cudaStream_t stream : buffers.streams) {
+    PACKREC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  }
+  timing.seconds = SecondsSince(start);
+  return timing;
+}
+
+}  // namespace cuda
+
+namespace {
 
 struct NormalizeParams {
   float scale[3];   // 1 / (255 * std)

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <string>
 
+#include "packrec/status.h"
+
 namespace packrec::cuda {
 
 // Whether packrec was built with the CUDA toolkit.
@@ -17,6 +19,18 @@ std::string Unavailable();
 // Page-locked host memory (cudaHostAlloc, portable), or nullptr when CUDA cannot give it.
 void* AllocatePinned(std::size_t bytes);
 void FreePinned(void* pointer);
+// The device's name ("NVIDIA H200"), or the reason there is none.
+std::string DeviceName(int device);
+
+struct CopyTiming {
+  double seconds = 0;               // wall time of all the copies, until the device finished
+  double host_blocked_seconds = 0;  // time the host spent inside the copy calls
+};
+// Copies `bytes` from host to device `repetitions` times (bench): from pinned or pageable memory,
+// with cudaMemcpy (sync) or cudaMemcpyAsync alternating between two streams (async). One copy
+// runs first to warm up. Errors: NotSupported without CUDA, IOError with the runtime's message.
+Result<CopyTiming> TimeHostToDevice(std::size_t bytes, bool pinned, bool async, int repetitions,
+                                    int device);
 
 }  // namespace packrec::cuda
 

@@ -11,6 +11,10 @@ int DeviceCount() { return 0; }
 std::string Unavailable() { return "packrec was built without CUDA (no toolkit at build time)"; }
 void* AllocatePinned(std::size_t) { return nullptr; }
 void FreePinned(void*) {}
+std::string DeviceName(int) { return Unavailable(); }
+Result<CopyTiming> TimeHostToDevice(std::size_t, bool, bool, int, int) {
+  return Status::NotSupported(Unavailable());
+}
 
 }  // namespace cuda
 

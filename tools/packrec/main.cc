@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
       "  packrec synth demo-tree --classes 10 --per-class 200\n"
       "  packrec convert demo-tree demo.pkr\n"
       "  packrec info demo.pkr && packrec verify demo.pkr\n"
-      "  packrec extract demo.pkr restored/\n",
+      "  packrec extract demo.pkr restored/\n"
+      "  packrec bench demo-tree demo.pkr --quick\n",
       "packrec"};
   app.set_version_flag("--version", std::string("packrec ") + packrec::Version());
   app.require_subcommand(1);
@@ -40,10 +41,11 @@ int main(int argc, char** argv) {
   AddInfoCommand(app, exit_code);
   AddVerifyCommand(app, exit_code);
   AddExtractCommand(app, exit_code);
+  AddBenchCommand(app, exit_code);
   if (argc > 1 && argv[1][0] != '-' && !IsCommand(app, argv[1])) {
     std::fprintf(stderr,
                  "packrec: unknown command '%s' (commands: synth, convert, info, verify, "
-                 "extract; see packrec --help)\n",
+                 "extract, bench; see packrec --help)\n",
                  argv[1]);
     return kExitUsage;
   }

@@ -1,0 +1,140 @@
+// What the parts of `packrec bench` share: the resolved plan, the sources it reads (loose files or
+// a packed dataset behind one face) and the measurement loops.
+#ifndef PACKREC_LIB_BENCH_BENCH_INTERNAL_H_
+#define PACKREC_LIB_BENCH_BENCH_INTERNAL_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "packrec/bench.h"
+#include "packrec/ingest.h"
+#include "packrec/reader.h"
+
+namespace packrec::bench {
+
+// BenchOptions with every default filled in for the mode.
+struct Plan {
+  BenchOptions options;
+  std::vector<unsigned> readers;
+  std::vector<unsigned> queue_depths;
+  std::vector<unsigned> decode_threads;  // the decode thread sweep
+  std::vector<std::uint32_t> batch_sizes;
+  std::vector<std::uint32_t> prefetch_depths;
+  unsigned threads = 1;
+  std::uint64_t max_records = 0;
+  double max_seconds = 0;
+  std::uint64_t probe_file_bytes = 0;
+  std::uint64_t sample_images = 0;  // records held in memory for the decode-side stages
+};
+
+Plan MakePlan(const BenchOptions& options);
+
+using Clock = std::chrono::steady_clock;
+inline double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+class Deadline {
+ public:
+  explicit Deadline(double seconds)
+      : end_(Clock::now() +
+             std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds))) {}
+  bool passed() const { return Clock::now() >= end_; }
+
+ private:
+  Clock::time_point end_;
+};
+
+// What a batch of reads did: requests (or records) completed, bytes, wall time.
+struct IoRequest {
+  int fd = -1;
+  std::uint64_t offset = 0;
+  std::uint32_t length = 0;
+};
+struct IoCount {
+  std::uint64_t requests = 0;
+  std::uint64_t bytes = 0;
+  double seconds = 0;
+};
+
+// Sums one touched byte per cache line, so every byte read must really arrive.
+std::uint64_t TouchBytes(std::span<const std::byte> bytes);
+
+// Loose files of an image folder, or a packed dataset: what every access measurement reads.
+class Source {
+ public:
+  static Result<std::unique_ptr<Source>> Open(const std::filesystem::path& input);
+
+  const std::string& kind() const { return kind_; }  // "files", "shard", "lmdb", "hdf5"
+  const std::filesystem::path& path() const { return path_; }
+  std::uint64_t size() const;
+  // The dataset behind a packed source; null for loose files.
+  const std::shared_ptr<const Reader>& reader() const { return reader_; }
+  // The files that hold `records` (all of a packed dataset's files).
+  std::vector<std::filesystem::path> FilesFor(const std::vector<std::uint64_t>& records) const;
+  // Evicts the files holding `records` from the page cache. A packed dataset's reader is closed
+  // first and opened again after: pages mapped into this process cannot be dropped.
+  Result<CacheEviction> Evict(const std::vector<std::uint64_t>& records);
+
+  // Reads record `index` into `buffer` (loose files) or through Reader::Read; returns the bytes
+  // delivered. Thread-safe, one buffer and scratch per thread.
+  Result<std::uint64_t> ReadOne(std::uint64_t index, std::vector<std::byte>& buffer,
+                                ReadScratch& scratch, std::uint64_t& sink) const;
+  // Reads records [begin, end) in order (ForEach for datasets) until `deadline`.
+  Status ReadRange(std::uint64_t begin, std::uint64_t end, const Deadline& deadline,
+                   std::uint64_t& records, std::uint64_t& bytes, std::uint64_t& sink) const;
+  // Record `index`'s encoded bytes, copied.
+  Result<std::vector<std::byte>> Copy(std::uint64_t index) const;
+
+ private:
+  std::string kind_;
+  std::filesystem::path path_;
+  Status OpenReader();
+
+  SourceListing listing_;
+  std::shared_ptr<const Reader> reader_;
+  std::vector<std::filesystem::path> dataset_files_;
+};
+
+// The records a measurement reads: [0, n) in order, or n drawn without repetition at random.
+std::vector<std::uint64_t> SequentialRecords(std::uint64_t size, std::uint64_t n);
+std::vector<std::uint64_t> RandomRecords(std::uint64_t size, std::uint64_t n, std::uint64_t seed);
+
+// Reads `records` with `readers` threads: contiguous slices in order (sequential) or one shared
+// cursor over the list (random), for at most `max_seconds`. IoCount::requests counts records.
+Result<IoCount> ReadRecords(const Source& source, const std::vector<std::uint64_t>& records,
+                            bool sequential, unsigned readers, double max_seconds);
+
+// The access-pattern grid of one source: order x cache x readers, and io_uring for shards.
+Result<std::vector<AccessMeasurement>> MeasureAccess(Source& source, const Plan& plan,
+                                                     const StorageProbe& probe,
+                                                     const BenchProgress& progress);
+
+// The storage probe on a scratch file in plan.options.scratch_dir (see StorageProbe).
+Result<StorageProbe> ProbeStorage(const Plan& plan, const std::filesystem::path& data_path,
+                                  const BenchProgress& progress);
+
+MachineInfo DescribeMachine(const std::filesystem::path& data_path, int cuda_device);
+// The filesystem type holding `path` ("ext4") and its device (the mount's source).
+std::string FilesystemType(const std::filesystem::path& path, std::string* device = nullptr);
+
+// Stages, sweeps, GPU upload and the starvation figure, into `report`.
+Status MeasureStages(const Source& source, const Plan& plan, BenchReport& report,
+                     const BenchProgress& progress);
+
+// Positioned reads through io_uring, `depth` in flight (bench.h: the shard io_uring mode and the
+// probe's random IOPS). Built with Debian's liburing when found; otherwise NotSupported.
+// Buffers are 4096-aligned, so O_DIRECT descriptors work with aligned requests.
+Result<IoCount> UringRead(const std::vector<IoRequest>& requests, unsigned depth,
+                          const Deadline& deadline);
+// Why io_uring cannot be used here, or empty.
+std::string UringUnavailable();
+
+}  // namespace packrec::bench
+
+#endif  // PACKREC_LIB_BENCH_BENCH_INTERNAL_H_

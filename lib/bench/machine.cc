@@ -1,0 +1,97 @@
+// The machine a report was measured on, from /proc and /sys (Linux), so two JSON files from two
+// machines can be told apart and compared.
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/utsname.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "bench/bench_internal.h"
+#include "pipeline/cuda_runtime.h"
+
+namespace packrec::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string FirstLineWith(const char* file, std::string_view prefix) {
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(prefix, 0) == 0) return line;
+  }
+  return "";
+}
+
+std::string AfterColon(const std::string& line) {
+  const std::size_t colon = line.find(':');
+  if (colon == std::string::npos) return "";
+  std::size_t begin = line.find_first_not_of(" \t", colon + 1);
+  return begin == std::string::npos ? "" : line.substr(begin);
+}
+
+// /sys/dev/block/MAJ:MIN, followed to the whole disk, says whether it spins.
+std::string DeviceKind(const fs::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "unknown";
+  const std::string dev =
+      "/sys/dev/block/" + std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev));
+  std::error_code error;
+  fs::path node = fs::canonical(dev, error);
+  if (error) return "unknown";
+  for (int up = 0; up < 2; ++up, node = node.parent_path()) {
+    std::ifstream rotational(node / "queue" / "rotational");
+    int value = -1;
+    if (rotational >> value) return value == 1 ? "hdd" : "ssd";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+std::string FilesystemType(const fs::path& path, std::string* device) {
+  // The mount with the longest mount point that contains `path` (/proc/self/mounts).
+  std::error_code error;
+  const fs::path full = fs::weakly_canonical(fs::absolute(path, error), error);
+  const std::string target = full.string();
+  std::ifstream mounts("/proc/self/mounts");
+  std::string best_point, best_type, best_source;
+  for (std::string line; std::getline(mounts, line);) {
+    std::istringstream fields(line);
+    std::string source, point, type;
+    if (!(fields >> source >> point >> type)) continue;
+    const bool contains = target == point || point == "/" ||
+                          (target.rfind(point, 0) == 0 && target.size() > point.size() &&
+                           target[point.size()] == '/');
+    if (contains && point.size() >= best_point.size()) {
+      best_point = point;
+      best_type = type;
+      best_source = source;
+    }
+  }
+  if (device != nullptr) *device = best_source;
+  return best_type.empty() ? "unknown" : best_type;
+}
+
+MachineInfo DescribeMachine(const fs::path& data_path, int cuda_device) {
+  MachineInfo machine;
+  machine.cpu_model = AfterColon(FirstLineWith("/proc/cpuinfo", "model name"));
+  if (machine.cpu_model.empty()) machine.cpu_model = "unknown";
+  machine.cores = std::max(1u, std::thread::hardware_concurrency());
+  std::istringstream memory(AfterColon(FirstLineWith("/proc/meminfo", "MemTotal")));
+  std::uint64_t kib = 0;
+  memory >> kib;
+  machine.memory_bytes = kib * 1024;
+  utsname name{};
+  if (::uname(&name) == 0) machine.kernel = std::string(name.sysname) + " " + name.release;
+  machine.data_path = data_path.string();
+  machine.data_filesystem = FilesystemType(data_path, &machine.data_device);
+  machine.data_device_kind = DeviceKind(data_path);
+  machine.gpu = cuda::DeviceCount() > cuda_device ? cuda::DeviceName(cuda_device)
+                                                  : "none (" + cuda::Unavailable() + ")";
+  return machine;
+}
+
+}  // namespace packrec::bench

@@ -1,0 +1,389 @@
+// The loader's stages, alone and together: read, decode, augment, decode+augment (packrec's fused
+// region decode), collate, upload, and the whole Loader; thread, batch-size and prefetch sweeps;
+// host-to-device copies; and the starvation figure of a consumer that trains at a fixed rate.
+// Decode-side stages run on records held in memory, so they measure CPU work, not I/O.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "bench/bench_internal.h"
+#include "decode/resize.h"
+#include "packrec/decode.h"
+#include "packrec/gpu.h"
+#include "packrec/loader.h"
+#include "pipeline/cuda_runtime.h"
+
+namespace packrec::bench {
+namespace {
+
+struct SampleImage {
+  std::vector<std::byte> encoded;
+  std::uint64_t record = 0;
+  std::uint32_t width = 0;
+  std::uint32_t height = 0;
+};
+
+LoaderOptions TrainOptions(const Plan& plan, unsigned threads, std::uint32_t batch,
+                           std::uint32_t prefetch) {
+  LoaderOptions options;
+  options.transform = TransformKind::kTrain;
+  options.output_size = plan.options.output_size;
+  options.resize_size = plan.options.output_size * 256 / 224;
+  options.threads = threads;
+  options.batch_size = batch;
+  options.prefetch_batches = prefetch;
+  options.shuffle = ShuffleMode::kGlobal;
+  options.on_bad_record = OnBadRecord::kSkip;
+  return options;
+}
+
+StageMeasurement Stage(std::string name, unsigned threads, std::uint64_t images, double seconds) {
+  StageMeasurement stage;
+  stage.stage = std::move(name);
+  stage.threads = threads;
+  stage.images = images;
+  stage.seconds = seconds;
+  stage.images_per_s = seconds > 0 ? static_cast<double>(images) / seconds : 0;
+  return stage;
+}
+
+// `threads` workers run `work(i, scratch...)` over the sample, round and round, until the
+// deadline or `max_images`; returns the images done and the seconds.
+template <typename PerThread, typename Work>
+Result<StageMeasurement> RunOnSample(std::string name, std::size_t sample_size, unsigned threads,
+                                     std::uint64_t max_images, double max_seconds,
+                                     const PerThread& make_state, const Work& work) {
+  std::atomic<std::uint64_t> next{0};
+  std::vector<Status> errors(threads);
+  const Deadline deadline(max_seconds);
+  const auto start = Clock::now();
+  std::vector<std::thread> workers;
+  for (unsigned t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      auto state = make_state();
+      for (std::uint64_t i; !deadline.passed() && (i = next.fetch_add(1)) < max_images;) {
+        errors[t] = work(i % sample_size, state);
+        if (!errors[t].ok()) return;
+      }
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
+  const double seconds = SecondsSince(start);
+  for (const Status& error : errors) PACKREC_RETURN_IF_ERROR(error);
+  return Stage(std::move(name), threads, std::min<std::uint64_t>(next, max_images), seconds);
+}
+
+struct DecodeState {
+  DecodeScratch scratch;
+  std::vector<std::uint8_t> out;
+};
+
+// The Loader alone: images/s from its creation to the last batch taken, so thread start and the
+// first fill are paid for, and images decoded ahead but never taken are not counted.
+Result<StageMeasurement> RunPipeline(const Source& source, const Plan& plan, unsigned threads,
+                                     std::uint32_t batch, std::uint32_t prefetch,
+                                     GpuUploader* uploader) {
+  const auto start = Clock::now();
+  PACKREC_ASSIGN_OR_RETURN(
+      std::unique_ptr<Loader> loader,
+      Loader::Create(source.reader(), TrainOptions(plan, threads, batch, prefetch)));
+  const std::uint64_t want = std::max<std::uint64_t>(plan.max_records, std::uint64_t{batch} * 6);
+  const Deadline deadline(plan.max_seconds * 4);
+  std::uint64_t images = 0;
+  for (std::uint64_t epoch = 0; images < want && !deadline.passed();) {
+    PACKREC_ASSIGN_OR_RETURN(std::shared_ptr<const Batch> got, loader->Next());
+    if (got == nullptr) {
+      loader->StartEpoch(++epoch);
+      continue;
+    }
+    if (uploader != nullptr) {
+      PACKREC_ASSIGN_OR_RETURN(std::shared_ptr<GpuBatch> on_device, uploader->Upload(got));
+      PACKREC_RETURN_IF_ERROR(on_device->Wait());
+    }
+    images += got->size();
+  }
+  StageMeasurement stage = Stage(uploader != nullptr ? "pipeline+upload" : "pipeline", threads,
+                                 images, SecondsSince(start));
+  stage.batch_size = batch;
+  stage.prefetch_batches = prefetch;
+  return stage;
+}
+
+Result<StarvationMeasurement> MeasureStarvation(const Source& source, const Plan& plan) {
+  const std::uint32_t batch = plan.options.batch_size;
+  PACKREC_ASSIGN_OR_RETURN(
+      std::unique_ptr<Loader> loader,
+      Loader::Create(source.reader(),
+                     TrainOptions(plan, plan.threads, batch, plan.options.prefetch_batches)));
+  StarvationMeasurement starvation;
+  starvation.consumer_images_per_s = plan.options.consumer_images_per_s;
+  starvation.threads = plan.threads;
+  starvation.batch_size = batch;
+  starvation.prefetch_batches = plan.options.prefetch_batches;
+  const auto step = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(batch / plan.options.consumer_images_per_s));
+  // Across epochs where the dataset is small: a prefetched epoch must not hide the waits.
+  const std::uint64_t batches = plan.options.quick ? 12 : 40;
+  double waited = 0;
+  std::uint64_t images = 0;
+  Clock::time_point start;
+  for (std::uint64_t b = 0, epoch = 0; b < batches;) {
+    const auto asked = Clock::now();
+    PACKREC_ASSIGN_OR_RETURN(std::shared_ptr<const Batch> got, loader->Next());
+    if (got == nullptr) {
+      loader->StartEpoch(++epoch);
+      continue;
+    }
+    if (b++ == 0) {
+      start = Clock::now();
+    } else {
+      waited += SecondsSince(asked);
+      images += got->size();
+      ++starvation.batches;
+    }
+    // The training step this batch feeds, at the consumer's rate.
+    std::this_thread::sleep_until(Clock::now() + step);
+  }
+  const double total = starvation.batches > 0 ? SecondsSince(start) : 0;
+  if (total > 0) {
+    starvation.wait_share = waited / total;
+    starvation.delivered_images_per_s = static_cast<double>(images) / total;
+  }
+  return starvation;
+}
+
+Status MeasureUploads(const Plan& plan, BenchReport& report, const BenchProgress& progress) {
+  const std::size_t image_bytes =
+      std::size_t{plan.options.output_size} * plan.options.output_size * 3;
+  for (const std::uint32_t batch : plan.batch_sizes) {
+    for (const bool pinned : {false, true}) {
+      for (const bool async : {false, true}) {
+        if (progress) {
+          progress("upload: " + std::to_string(batch) + " images, " +
+                   (pinned ? "pinned, " : "pageable, ") + (async ? "async" : "sync"));
+        }
+        const int repetitions = plan.options.quick ? 10 : 40;
+        PACKREC_ASSIGN_OR_RETURN(const cuda::CopyTiming timing,
+                                 cuda::TimeHostToDevice(image_bytes * batch, pinned, async,
+                                                        repetitions, plan.options.cuda_device));
+        UploadMeasurement row;
+        row.pinned = pinned;
+        row.async = async;
+        row.batch_size = batch;
+        row.bytes = image_bytes * batch;
+        row.gb_per_s = static_cast<double>(row.bytes) * repetitions / 1e9 / timing.seconds;
+        row.host_blocked_share = timing.host_blocked_seconds / timing.seconds;
+        report.upload.push_back(row);
+      }
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status MeasureStages(const Source& source, const Plan& plan, BenchReport& report,
+                     const BenchProgress& progress) {
+  report.stage_source = source.path().string();
+  const unsigned threads = plan.threads;
+  const std::uint32_t batch = plan.options.batch_size;
+  const std::uint32_t size = plan.options.output_size;
+  const std::size_t image_bytes = std::size_t{size} * size * 3;
+
+  if (progress) progress("stage read: random, warm, " + std::to_string(threads) + " threads");
+  const std::vector<std::uint64_t> records =
+      RandomRecords(source.size(), plan.max_records, 0x57a9e);
+  PACKREC_RETURN_IF_ERROR(ReadRecords(source, records, false, 1, 1e9).status());  // warm
+  PACKREC_ASSIGN_OR_RETURN(const IoCount read,
+                           ReadRecords(source, records, false, threads, plan.max_seconds));
+  report.stages.push_back(Stage("read", threads, read.requests, read.seconds));
+
+  // The sample the decode-side stages work on, in memory.
+  std::vector<SampleImage> sample;
+  std::uint64_t undecodable = 0;
+  for (std::size_t i = 0; i < records.size() && sample.size() < plan.sample_images; ++i) {
+    PACKREC_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, source.Copy(records[i]));
+    Result<ImageInfo> header = ReadImageSize(bytes);
+    if (!header.ok()) {
+      ++undecodable;
+      continue;
+    }
+    sample.push_back({std::move(bytes), records[i], header->width, header->height});
+  }
+  if (undecodable > 0) {
+    report.notes.push_back(std::to_string(undecodable) +
+                           " sampled records are not decodable images and were left out of the "
+                           "decode stages");
+  }
+  if (sample.empty()) {
+    report.notes.push_back("no decodable image in " + source.path().string() +
+                           ": decode stages skipped");
+    return Status::OK();
+  }
+  std::uint32_t max_w = 0, max_h = 0;
+  for (const SampleImage& image : sample) {
+    max_w = std::max(max_w, image.width);
+    max_h = std::max(max_h, image.height);
+  }
+  const LoaderOptions train = TrainOptions(plan, threads, batch, plan.options.prefetch_batches);
+  const std::uint64_t max_images = std::max<std::uint64_t>(plan.max_records, sample.size());
+
+  const auto full_state = [&] {
+    return DecodeState{{}, std::vector<std::uint8_t>(std::size_t{max_w} * max_h * 3)};
+  };
+  const auto decode_full = [&](std::size_t i, DecodeState& state) {
+    DecodeRequest request;
+    request.out_width = sample[i].width;
+    request.out_height = sample[i].height;
+    return DecodeInto(
+        sample[i].encoded, request,
+        std::span(state.out).first(std::size_t{sample[i].width} * sample[i].height * 3),
+        state.scratch);
+  };
+  const auto fused_state = [&] { return DecodeState{{}, std::vector<std::uint8_t>(image_bytes)}; };
+  const auto decode_fused = [&](std::size_t i, DecodeState& state) {
+    bool flip = false;
+    DecodeRequest request;
+    request.out_width = request.out_height = size;
+    request.region = [&](std::uint32_t w, std::uint32_t h) {
+      return TrainRegion(w, h, train, 0, sample[i].record, &flip);
+    };
+    PACKREC_RETURN_IF_ERROR(DecodeInto(sample[i].encoded, request, state.out, state.scratch));
+    if (flip) FlipHorizontal(state.out, size, size);
+    return Status::OK();
+  };
+  for (const unsigned t : plan.decode_threads) {
+    if (progress) progress("stage decode: " + std::to_string(t) + " threads");
+    PACKREC_ASSIGN_OR_RETURN(StageMeasurement full,
+                             RunOnSample("decode", sample.size(), t, max_images, plan.max_seconds,
+                                         full_state, decode_full));
+    full.sweep = "threads";
+    full.note = "whole image at full size";
+    report.stages.push_back(full);
+    PACKREC_ASSIGN_OR_RETURN(StageMeasurement fused,
+                             RunOnSample("decode+augment", sample.size(), t, max_images,
+                                         plan.max_seconds, fused_state, decode_fused));
+    fused.sweep = "threads";
+    fused.note = "RandomResizedCrop region decoded at the smallest DCT scale, resized, flipped";
+    report.stages.push_back(fused);
+  }
+
+  // Augment alone: crop + resize + flip of pixels decoded beforehand (what a pipeline that
+  // decodes whole images pays on top of the decode).
+  if (progress) progress("stage augment: " + std::to_string(threads) + " threads");
+  std::vector<std::vector<std::uint8_t>> decoded;
+  {
+    DecodeState state = full_state();
+    for (std::size_t i = 0; i < std::min<std::size_t>(sample.size(), 64); ++i) {
+      PACKREC_RETURN_IF_ERROR(decode_full(i, state));
+      decoded.emplace_back(state.out.begin(),
+                           state.out.begin() + std::size_t{sample[i].width} * sample[i].height * 3);
+    }
+  }
+  PACKREC_ASSIGN_OR_RETURN(StageMeasurement augment,
+                           RunOnSample(
+                               "augment", decoded.size(), threads, max_images, plan.max_seconds,
+                               [&] { return std::vector<std::uint8_t>(image_bytes); },
+                               [&](std::size_t i, std::vector<std::uint8_t>& out) {
+                                 bool flip = false;
+                                 const SampleImage& image = sample[i];
+                                 const Rect region = TrainRegion(image.width, image.height, train,
+                                                                 0, image.record, &flip);
+                                 const std::size_t stride = std::size_t{image.width} * 3;
+                                 PACKREC_RETURN_IF_ERROR(ResizeRgb(
+                                     decoded[i].data() + region.y * stride + region.x * 3,
+                                     region.width, region.height, stride, out.data(), size, size));
+                                 if (flip) FlipHorizontal(out, size, size);
+                                 return Status::OK();
+                               }));
+  augment.note = "RandomResizedCrop + flip of decoded pixels";
+  report.stages.push_back(augment);
+
+  // Collate: copying finished images into a batch, as a collate_fn does (packrec's loader decodes
+  // straight into the batch buffer and skips this copy).
+  if (progress) progress("stage collate: batches of " + std::to_string(batch));
+  {
+    std::vector<std::uint8_t> image(image_bytes, 7), batch_buffer(image_bytes * batch);
+    std::vector<std::int64_t> labels(batch);
+    const Deadline deadline(plan.max_seconds);
+    std::uint64_t images = 0;
+    const auto start = Clock::now();
+    while (!deadline.passed() || images == 0) {
+      for (std::uint32_t i = 0; i < batch; ++i) {
+        std::memcpy(batch_buffer.data() + i * image_bytes, image.data(), image_bytes);
+        labels[i] = static_cast<std::int64_t>(i);
+      }
+      images += batch;
+      image[images % image_bytes] = batch_buffer[images % batch_buffer.size()];
+    }
+    StageMeasurement collate = Stage("collate", 1, images, SecondsSince(start));
+    collate.batch_size = batch;
+    collate.note = "one thread copying images into a batch (the loader decodes in place instead)";
+    report.stages.push_back(collate);
+  }
+
+  // GPU upload, alone.
+  std::string why;
+  std::unique_ptr<GpuUploader> uploader;
+  if (cuda::DeviceCount() > plan.options.cuda_device) {
+    report.gpu_status = "ok: " + cuda::DeviceName(plan.options.cuda_device);
+    PACKREC_RETURN_IF_ERROR(MeasureUploads(plan, report, progress));
+    for (const UploadMeasurement& row : report.upload) {
+      if (row.pinned && row.async && row.batch_size == batch) {
+        StageMeasurement upload = Stage("upload", 1, std::uint64_t{batch},
+                                        static_cast<double>(row.bytes) / (row.gb_per_s * 1e9));
+        upload.batch_size = batch;
+        upload.note = "pinned, cudaMemcpyAsync";
+        report.stages.push_back(upload);
+      }
+    }
+    GpuUploaderOptions gpu_options;
+    gpu_options.device = plan.options.cuda_device;
+    Result<std::unique_ptr<GpuUploader>> made = GpuUploader::Create(gpu_options);
+    if (made.ok()) uploader = std::move(made).value();
+  } else {
+    report.gpu_status = "no CUDA device: " + cuda::Unavailable();
+  }
+
+  if (source.reader() == nullptr) {
+    report.notes.push_back("the loader's pipeline runs on packed datasets: convert " +
+                           source.path().string() + " to measure it");
+    return Status::OK();
+  }
+  if (progress) progress("pipeline: the Loader, " + std::to_string(threads) + " threads");
+  PACKREC_ASSIGN_OR_RETURN(
+      StageMeasurement pipeline,
+      RunPipeline(source, plan, threads, batch, plan.options.prefetch_batches, nullptr));
+  report.stages.push_back(pipeline);
+  if (uploader != nullptr) {
+    if (progress) progress("pipeline + upload to the GPU");
+    PACKREC_ASSIGN_OR_RETURN(
+        StageMeasurement with_upload,
+        RunPipeline(source, plan, threads, batch, plan.options.prefetch_batches, uploader.get()));
+    report.stages.push_back(with_upload);
+  }
+  for (const std::uint32_t b : plan.batch_sizes) {
+    if (progress) progress("pipeline sweep: batch size " + std::to_string(b));
+    PACKREC_ASSIGN_OR_RETURN(
+        StageMeasurement point,
+        RunPipeline(source, plan, threads, b, plan.options.prefetch_batches, nullptr));
+    point.sweep = "batch_size";
+    report.stages.push_back(point);
+  }
+  for (const std::uint32_t p : plan.prefetch_depths) {
+    if (progress) progress("pipeline sweep: prefetch " + std::to_string(p));
+    PACKREC_ASSIGN_OR_RETURN(StageMeasurement point,
+                             RunPipeline(source, plan, threads, batch, p, nullptr));
+    point.sweep = "prefetch";
+    report.stages.push_back(point);
+  }
+  if (progress) {
+    progress("starvation: a consumer at " +
+             std::to_string(static_cast<long>(plan.options.consumer_images_per_s)) + " images/s");
+  }
+  PACKREC_ASSIGN_OR_RETURN(report.starvation, MeasureStarvation(source, plan));
+  return Status::OK();
+}
+
+}  // namespace packrec::bench

@@ -1,0 +1,114 @@
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "cli_common.h"
+#include "packrec/bench.h"
+
+namespace packrec::cli {
+
+void AddBenchCommand(CLI::App& app, int& exit_code) {
+  auto* command = app.add_subcommand(
+      "bench",
+      "Measure whether the data is delivered fast enough: storage, loose files vs packed "
+      "formats, random vs sequential, cold vs warm cache, readers, loader stages, GPU upload; "
+      "names the bottleneck");
+  command->footer(
+      "Example: packrec bench tree/ data.pkr data.lmdb data.h5 --quick --json bench.json\n"
+      "Nothing is written beside the data; the probe's scratch file goes to --scratch (default "
+      "$TMPDIR or /tmp) and is removed. See docs/bench.md.");
+  struct Args {
+    std::vector<std::string> inputs;
+    std::string json_path;
+    std::string scratch;
+    bool quick = false;
+    bool no_probe = false;
+    bool no_cold = false;
+    bool quiet = false;
+    BenchOptions options;
+  };
+  auto args = std::make_shared<Args>();
+  BenchOptions& o = args->options;
+  command->add_option("INPUT", args->inputs, "Image folders (loose files) and packrec datasets")
+      ->required();
+  command->add_flag("--quick", args->quick, "Under a minute: fewer and shorter measurements");
+  command->add_option("--json", args->json_path, "Also write every figure as JSON to this file");
+  command->add_option("--scratch", args->scratch,
+                      "Directory for the storage probe's scratch file (default $TMPDIR or /tmp); "
+                      "put it on the data's filesystem");
+  command->add_flag("--no-probe", args->no_probe, "Skip the storage probe (writes nothing)");
+  command->add_flag("--no-cold", args->no_cold, "Warm-cache measurements only (no eviction)");
+  command->add_option("--readers", o.readers, "Reader counts to sweep (default 1,2,4,8,16)")
+      ->delimiter(',')
+      ->check(CLI::Range(1u, 1024u));
+  command
+      ->add_option("--queue-depth", o.queue_depths,
+                   "io_uring queue depths for shards (default 1,4,16,64)")
+      ->delimiter(',')
+      ->check(CLI::Range(1u, 4096u));
+  command->add_option("--threads", o.threads, "Decode/loader threads (default: one per core)")
+      ->check(CLI::Range(1u, 1024u));
+  command->add_option("--batch", o.batch_size, "Batch size (default 256)")
+      ->check(CLI::Range(1u, 65536u));
+  command->add_option("--prefetch", o.prefetch_batches, "Batches decoded ahead (default 4)")
+      ->check(CLI::Range(1u, 1024u));
+  command->add_option("--size", o.output_size, "Output image side in pixels (default 224)")
+      ->check(CLI::Range(1u, 8192u));
+  command
+      ->add_option("--consumer-rate", o.consumer_images_per_s,
+                   "Images/s the simulated GPU consumer trains at (default 2000)")
+      ->check(CLI::PositiveNumber);
+  command
+      ->add_option("--max-records", o.max_records,
+                   "Records per measurement at most (default 20,000; quick 1,000)")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
+  command
+      ->add_option("--seconds", o.max_seconds,
+                   "Seconds per measurement at most (default 3; quick 0.3)")
+      ->check(CLI::Range(0.01, 3600.0));
+  command
+      ->add_option("--probe-size", o.probe_file_bytes,
+                   "Bytes of the probe's scratch file (default 1 GiB; quick 128 MiB)")
+      ->check(CLI::Range(std::uint64_t{1} << 20, std::uint64_t{1} << 40));
+  command->add_option("--device", o.cuda_device, "CUDA device (default 0)")
+      ->check(CLI::Range(0, 1024));
+  command->add_flag("--quiet,-q", args->quiet, "No progress lines");
+  command->callback([args, &exit_code] {
+    BenchOptions options = args->options;
+    for (const std::string& input : args->inputs) options.inputs.emplace_back(input);
+    options.quick = args->quick;
+    options.probe_storage = !args->no_probe;
+    options.cold_cache = !args->no_cold;
+    options.scratch_dir = args->scratch;
+    const auto start = std::chrono::steady_clock::now();
+    BenchProgress progress;
+    if (!args->quiet) {
+      progress = [start](std::string_view what) {
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::fprintf(stderr, "[%6.1f s] %.*s\n", seconds, static_cast<int>(what.size()),
+                     what.data());
+      };
+    }
+    Result<BenchReport> report = RunBench(options, progress);
+    if (!report.ok()) {
+      exit_code = Fail("bench", report.status());
+      return;
+    }
+    std::cout << BenchReportTable(*report);
+    if (!args->json_path.empty()) {
+      std::ofstream out(args->json_path, std::ios::trunc);
+      out << BenchReportJson(*report) << "\n";
+      out.close();
+      if (!out) {
+        exit_code = Fail("bench", Status::IOError("cannot write " + args->json_path));
+        return;
+      }
+      std::cout << "JSON: " << args->json_path << "\n";
+    }
+    exit_code = kExitOk;
+  });
+}
+
+}  // namespace packrec::cli
