@@ -62,7 +62,8 @@ Result<IoCount> ReadRecords(const Source& source, const std::vector<std::uint64_
       } else {
         std::vector<std::byte> buffer;
         ReadScratch scratch;
-        for (std::uint64_t i; !deadline.passed() && (i = cursor.fetch_add(1)) < records.size();) {
+        for (std::uint64_t i;
+             (done == 0 || !deadline.passed()) && (i = cursor.fetch_add(1)) < records.size();) {
           Result<std::uint64_t> got = source.ReadOne(records[i], buffer, scratch, local_sink);
           if (!got.ok()) {
             errors[t] = got.status();
@@ -241,7 +242,7 @@ Status Source::ReadRange(std::uint64_t begin, std::uint64_t end, const Deadline&
   if (reader_ == nullptr) {
     std::vector<std::byte> buffer;
     ReadScratch scratch;
-    for (std::uint64_t i = begin; i < end && !deadline.passed(); ++i) {
+    for (std::uint64_t i = begin; i < end && (records == 0 || !deadline.passed()); ++i) {
       PACKREC_ASSIGN_OR_RETURN(const std::uint64_t got, ReadOne(i, buffer, scratch, sink));
       ++records;
       bytes += got;
@@ -251,7 +252,7 @@ Status Source::ReadRange(std::uint64_t begin, std::uint64_t end, const Deadline&
   bool stopped = false;
   const Status status = reader_->ForEach(
       [&](const RecordView& view) {
-        if (deadline.passed()) {
+        if (records > 0 && deadline.passed()) {
           stopped = true;
           return DeadlineStop();
         }

@@ -62,7 +62,9 @@ Result<StageMeasurement> RunOnSample(std::string name, std::size_t sample_size, 
   for (unsigned t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
       auto state = make_state();
-      for (std::uint64_t i; !deadline.passed() && (i = next.fetch_add(1)) < max_images;) {
+      bool first = true;
+      for (std::uint64_t i; (first || !deadline.passed()) && (i = next.fetch_add(1)) < max_images;
+           first = false) {
         errors[t] = work(i % sample_size, state);
         if (!errors[t].ok()) return;
       }

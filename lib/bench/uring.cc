@@ -69,7 +69,8 @@ Result<IoCount> UringRead(const std::vector<IoRequest>& requests, unsigned depth
   Status failure;
   const auto start = Clock::now();
   for (;;) {
-    while (failure.ok() && next < requests.size() && !free_slots.empty() && !deadline.passed()) {
+    while (failure.ok() && next < requests.size() && !free_slots.empty() &&
+           (next < depth || !deadline.passed())) {
       io_uring_sqe* sqe = io_uring_get_sqe(ring.get());
       if (sqe == nullptr) break;
       const unsigned slot = free_slots.back();

@@ -1,0 +1,375 @@
+// packrec bench: cold cache verified with mincore, every measurement present on real data, a
+// dataset on a read-only mount measured without a write beside it, the analysis naming the
+// slowest stage, and bad options refused.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+
+#include "packrec/bench.h"
+#include "packrec/convert.h"
+#include "packrec/reader.h"
+#include "packrec/synth.h"
+#include "test_util.h"
+
+namespace packrec {
+namespace {
+
+namespace fs = std::filesystem;
+using test::TempDir;
+
+void MakeTree(const fs::path& tree, std::uint32_t per_class) {
+  SynthOptions synth;
+  synth.classes = 3;
+  synth.per_class = per_class;
+  synth.seed = 5;
+  synth.mean_width = 160;
+  synth.mean_height = 120;
+  REQUIRE(WriteSyntheticTree(tree, synth).ok());
+}
+
+void MakeDataset(const fs::path& tree, const fs::path& out, const std::string& format) {
+  ConvertOptions convert;
+  convert.source = tree;
+  convert.output = out;
+  convert.writer.format = format;
+  const auto stats = Convert(convert);
+  REQUIRE_MESSAGE(stats.ok(), stats.status().ToString());
+}
+
+// Small and short: the test checks what is measured, not how fast.
+BenchOptions TinyOptions(std::vector<fs::path> inputs, const fs::path& scratch) {
+  BenchOptions options;
+  options.inputs = std::move(inputs);
+  options.scratch_dir = scratch;
+  options.quick = true;
+  options.readers = {1, 2};
+  options.queue_depths = {4};
+  options.threads = 2;
+  options.batch_size = 8;
+  options.prefetch_batches = 2;
+  options.output_size = 32;
+  options.max_records = 24;
+  options.max_seconds = 0.05;
+  options.probe_file_bytes = 2 << 20;
+  options.consumer_images_per_s = 1e6;
+  return options;
+}
+
+void ReadAll(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::vector<char> buffer(1 << 16);
+  while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()))) {
+  }
+}
+
+TEST_CASE("eviction leaves no page of a clean file resident, and mincore proves it") {
+  TempDir dir;
+  const fs::path file = dir / "data.bin";
+  test::WriteBytes(file, std::vector<std::byte>(1 << 20, std::byte{7}));
+  ::sync();
+  ReadAll(file);
+  const auto before = ResidentPages(file);
+  REQUIRE(before.ok());
+  CHECK(before->first > 0);
+  CHECK(before->second == (1u << 20) / static_cast<unsigned>(::sysconf(_SC_PAGESIZE)));
+  const auto eviction = EvictFromPageCache({file});
+  REQUIRE(eviction.ok());
+  CHECK(eviction->files == 1);
+  CHECK(eviction->resident_before == before->first);
+  CHECK(eviction->resident_after == 0);
+  CHECK(eviction->verified());
+  CHECK(ResidentPages(file)->first == 0);
+}
+
+TEST_CASE("eviction writes dirty pages back first, so a file just written is evicted too") {
+  TempDir dir;
+  const fs::path file = dir / "fresh.bin";
+  test::WriteBytes(file, std::vector<std::byte>(1 << 20, std::byte{9}));  // no sync
+  const auto eviction = EvictFromPageCache({file});
+  REQUIRE(eviction.ok());
+  CHECK(eviction->verified());
+  CHECK(test::ReadBytes(file) == std::vector<std::byte>(1 << 20, std::byte{9}));
+}
+
+TEST_CASE("eviction on tmpfs is reported as not verified, with the pages that stayed") {
+  TempDir dir;
+  test::ScopedTmpfs tmpfs(dir / "mnt", "4m");
+  if (!tmpfs.mounted()) {
+    MESSAGE("skipped: cannot mount a tmpfs here (not root)");
+    return;
+  }
+  const fs::path file = dir / "mnt" / "data.bin";
+  test::WriteBytes(file, std::vector<std::byte>(64 << 10, std::byte{1}));
+  const auto eviction = EvictFromPageCache({file});
+  REQUIRE(eviction.ok());
+  CHECK(eviction->pages == 16);
+  CHECK(eviction->resident_after == 16);
+  CHECK_FALSE(eviction->verified());
+}
+
+TEST_CASE("eviction of a missing file names it") {
+  const auto eviction = EvictFromPageCache({"/nonexistent/packrec-bench-file"});
+  REQUIRE_FALSE(eviction.ok());
+  CHECK(eviction.status().message().find("/nonexistent/packrec-bench-file") != std::string::npos);
+}
+
+TEST_CASE("bench measures loose files and every format: probe, access grid, stages, analysis") {
+  TempDir dir;
+  MakeTree(dir / "tree", 12);
+  MakeDataset(dir / "tree", dir / "ds.pkr", "shard");
+  MakeDataset(dir / "tree", dir / "ds.lmdb", "lmdb");
+  MakeDataset(dir / "tree", dir / "ds.h5", "hdf5");
+  fs::create_directory(dir / "scratch");
+  std::vector<std::string> progress;
+  const auto report = RunBench(
+      TinyOptions({dir / "tree", dir / "ds.pkr", dir / "ds.lmdb", dir / "ds.h5"}, dir / "scratch"),
+      [&](std::string_view line) { progress.emplace_back(line); });
+  REQUIRE_MESSAGE(report.ok(), report.status().ToString());
+  CHECK(!progress.empty());
+  CHECK(fs::is_empty(dir / "scratch"));  // the probe's file is gone
+
+  CHECK(report->mode == "quick");
+  CHECK(report->machine.cores >= 1);
+  CHECK(report->machine.memory_bytes > 0);
+  CHECK(report->machine.data_filesystem != "unknown");
+  REQUIRE(report->storage.ran);
+  CHECK(report->storage.same_filesystem_as_data);
+  CHECK(report->storage.file_bytes == (2u << 20));
+  CHECK(report->storage.sequential_mb_per_s > 0);
+  CHECK(report->storage.random_iops_qd1 > 0);
+  CHECK(report->storage.random_iops > 0);
+
+  // order x cache x readers for each source, every one with records and a rate.
+  std::set<std::string> seen;
+  for (const AccessMeasurement& row : report->access) {
+    seen.insert(row.source + "/" + row.order + "/" + row.cache + "/" + row.engine + "/" +
+                std::to_string(row.concurrency));
+    CHECK(row.records > 0);
+    CHECK(row.bytes > 0);
+    CHECK(row.records_per_s > 0);
+    REQUIRE(row.device_bandwidth_share.has_value());
+    CHECK(row.eviction.has_value() == (row.cache == "cold"));
+    if (row.eviction) {
+      CHECK(row.eviction->pages > 0);
+      // A real filesystem under the test: eviction is complete and the report says so.
+      CHECK_MESSAGE(row.eviction->verified(), row.source, " ", row.order, " resident ",
+                    row.eviction->resident_after);
+    }
+  }
+  for (const char* source : {"files", "shard", "lmdb", "hdf5"}) {
+    for (const char* order : {"sequential", "random"}) {
+      for (const char* cache : {"cold", "warm"}) {
+        for (const char* readers : {"1", "2"}) {
+          CHECK_MESSAGE(seen.count(std::string(source) + "/" + order + "/" + cache + "/threads/" +
+                                   readers) == 1,
+                        source, " ", order, " ", cache, " ", readers);
+        }
+      }
+    }
+  }
+  for (const AccessMeasurement& row : report->access) {
+    if (row.engine == "io_uring") CHECK(row.source == "shard");
+  }
+
+  // Stages: each one alone, the decode thread sweep, the loader and its sweeps, starvation.
+  CHECK(report->stage_source == (dir / "ds.pkr").string());
+  std::set<std::string> stages;
+  for (const StageMeasurement& stage : report->stages) {
+    stages.insert(stage.stage + "/" + stage.sweep);
+    CHECK(stage.images > 0);
+    CHECK(stage.images_per_s > 0);
+  }
+  for (const char* stage : {"read/", "decode/threads", "decode+augment/threads", "augment/",
+                            "collate/", "pipeline/", "pipeline/batch_size", "pipeline/prefetch"}) {
+    CHECK_MESSAGE(stages.count(stage) == 1, stage);
+  }
+  REQUIRE(report->starvation.has_value());
+  CHECK(report->starvation->batches > 0);
+  CHECK(report->starvation->wait_share >= 0);
+  CHECK(report->starvation->wait_share <= 1);
+  if (report->gpu_status.rfind("ok: ", 0) != 0) {
+    CHECK(report->gpu_status.rfind("no CUDA device: ", 0) == 0);
+    CHECK(report->upload.empty());
+  } else {
+    CHECK(report->upload.size() == 2 * 2 * 2);  // pinned x async x two batch sizes
+  }
+  CHECK(!report->bottleneck.empty());
+  CHECK(!report->findings.empty());
+  CHECK(report->recommendation.find(report->bottleneck + " is the limit") != std::string::npos);
+
+  const std::string table = BenchReportTable(*report);
+  CHECK(table.find("bottleneck: " + report->bottleneck) != std::string::npos);
+  CHECK(table.find("recommendation: ") != std::string::npos);
+  const std::string json = BenchReportJson(*report);
+  CHECK(json.find("\"schema\": \"packrec-bench/1\"") != std::string::npos);
+}
+
+TEST_CASE("bench reads a dataset on a read-only mount and writes nothing beside it") {
+  TempDir dir;
+  test::ScopedTmpfs tmpfs(dir / "ro", "32m");
+  if (!tmpfs.mounted()) {
+    MESSAGE("skipped: cannot mount a tmpfs here (not root)");
+    return;
+  }
+  MakeTree(dir / "tree", 6);
+  MakeDataset(dir / "tree", dir / "ro" / "ds.pkr", "shard");
+  REQUIRE(tmpfs.RemountReadOnly());
+  const auto before = test::SnapshotTree(dir / "ro");
+  fs::create_directory(dir / "scratch");
+  const auto report = RunBench(TinyOptions({dir / "ro" / "ds.pkr"}, dir / "scratch"));
+  REQUIRE_MESSAGE(report.ok(), report.status().ToString());
+  CHECK(test::SnapshotTree(dir / "ro") == before);
+  CHECK(fs::is_empty(dir / "scratch"));
+  // tmpfs keeps its pages: the cold runs say they were not cold, and the notes say why.
+  bool unverified = false;
+  for (const AccessMeasurement& row : report->access) {
+    if (row.eviction && !row.eviction->verified()) unverified = true;
+  }
+  CHECK(unverified);
+  bool noted = false;
+  for (const std::string& note : report->notes) {
+    if (note.find("cold cache not verified for shard") != std::string::npos) noted = true;
+  }
+  CHECK(noted);
+  // The probe ran on another filesystem than the data: said too.
+  CHECK_FALSE(report->storage.same_filesystem_as_data);
+}
+
+TEST_CASE("bench puts its scratch file in TMPDIR by default and removes it") {
+  TempDir dir;
+  MakeTree(dir / "tree", 4);
+  fs::create_directory(dir / "tmp");
+  const char* old = std::getenv("TMPDIR");
+  const std::string saved = old != nullptr ? old : "";
+  ::setenv("TMPDIR", (dir / "tmp").c_str(), 1);
+  BenchOptions options = TinyOptions({dir / "tree"}, "");
+  options.cold_cache = false;
+  const auto report = RunBench(options);
+  if (old != nullptr) {
+    ::setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    ::unsetenv("TMPDIR");
+  }
+  REQUIRE_MESSAGE(report.ok(), report.status().ToString());
+  CHECK(report->storage.scratch_file.rfind((dir / "tmp").string(), 0) == 0);
+  CHECK(fs::is_empty(dir / "tmp"));
+  for (const AccessMeasurement& row : report->access) CHECK(row.cache == "warm");
+  // Loose files only: the stages that need a dataset say so instead of failing.
+  bool noted = false;
+  for (const std::string& note : report->notes) {
+    if (note.find("runs on packed datasets") != std::string::npos) noted = true;
+  }
+  CHECK(noted);
+}
+
+TEST_CASE("bench refuses bad options and inputs with the reason") {
+  TempDir dir;
+  CHECK(RunBench(BenchOptions{}).status().code() == StatusCode::kInvalidArgument);
+  BenchOptions missing = TinyOptions({dir / "nope"}, dir.path());
+  const Status not_found = RunBench(missing).status();
+  CHECK(not_found.code() == StatusCode::kNotFound);
+  CHECK(not_found.message().find("nope") != std::string::npos);
+  fs::create_directory(dir / "empty");
+  const Status empty = RunBench(TinyOptions({dir / "empty"}, dir.path())).status();
+  CHECK(empty.code() == StatusCode::kInvalidInput);
+  CHECK(empty.message().find("empty") != std::string::npos);
+  MakeTree(dir / "tree", 2);
+  BenchOptions bad = TinyOptions({dir / "tree"}, dir.path());
+  bad.batch_size = 0;
+  CHECK(RunBench(bad).status().message().find("--batch") != std::string::npos);
+  bad = TinyOptions({dir / "tree"}, dir.path());
+  bad.readers = {0};
+  CHECK(RunBench(bad).status().message().find("--readers") != std::string::npos);
+  bad = TinyOptions({dir / "tree"}, dir.path());
+  bad.consumer_images_per_s = -1;
+  CHECK(RunBench(bad).status().message().find("--consumer-rate") != std::string::npos);
+  bad = TinyOptions({dir / "tree"}, dir / "no-such-scratch");
+  const Status scratch = RunBench(bad).status();
+  CHECK(scratch.code() == StatusCode::kNotFound);
+  CHECK(scratch.message().find("no-such-scratch") != std::string::npos);
+}
+
+BenchReport StageReport(double read, double decode, double collate, std::optional<double> upload) {
+  BenchReport report;
+  report.machine.cores = 8;
+  const auto add = [&](const char* name, unsigned threads, double rate) {
+    StageMeasurement stage;
+    stage.stage = name;
+    stage.threads = threads;
+    stage.images = 1000;
+    stage.images_per_s = rate;
+    stage.sweep = std::string(name) == "decode+augment" ? "threads" : "";
+    report.stages.push_back(stage);
+  };
+  add("read", 8, read);
+  add("decode+augment", 1, decode / 8);
+  add("decode+augment", 8, decode);
+  add("collate", 1, collate);
+  if (upload) add("upload", 1, *upload);
+  return report;
+}
+
+TEST_CASE("the analysis names the slowest stage and what would fix it") {
+  BenchOptions options;
+  options.consumer_images_per_s = 2000;
+  BenchReport decode_bound = StageReport(50'000, 1'500, 90'000, 40'000);
+  AnalyzeBench(options, decode_bound);
+  CHECK(decode_bound.bottleneck == "decode+augment");
+  // 2,000 images/s at 187.5 per thread needs 11 threads; the machine has 8.
+  CHECK(decode_bound.recommendation.find("needs about 11 cores") != std::string::npos);
+  CHECK(decode_bound.recommendation.find("not fast enough") != std::string::npos);
+
+  BenchReport upload_bound = StageReport(50'000, 30'000, 90'000, 9'000);
+  AnalyzeBench(options, upload_bound);
+  CHECK(upload_bound.bottleneck == "upload");
+  CHECK(upload_bound.recommendation.find("use --threads 1") != std::string::npos);
+
+  BenchReport storage_bound = StageReport(50'000, 30'000, 90'000, std::nullopt);
+  AccessMeasurement cold;
+  cold.source = "shard";
+  cold.path = "ds.pkr";
+  cold.order = "random";
+  cold.cache = "cold";
+  cold.engine = "threads";
+  cold.concurrency = 4;
+  cold.records_per_s = 800;
+  storage_bound.access.push_back(cold);
+  storage_bound.stage_source = "ds.pkr";
+  AnalyzeBench(options, storage_bound);
+  CHECK(storage_bound.bottleneck == "storage");
+  CHECK(storage_bound.recommendation.find("shard format with 4 readers") != std::string::npos);
+}
+
+TEST_CASE("Reader::Locate gives each shard record's bytes in its file; other formats refuse") {
+  TempDir dir;
+  MakeTree(dir / "tree", 3);
+  MakeDataset(dir / "tree", dir / "ds.pkr", "shard");
+  MakeDataset(dir / "tree", dir / "ds.lmdb", "lmdb");
+  auto shard = OpenDataset(dir / "ds.pkr");
+  REQUIRE(shard.ok());
+  ReadScratch scratch;
+  for (std::uint64_t i = 0; i < (*shard)->size(); ++i) {
+    const auto where = (*shard)->Locate(i);
+    REQUIRE(where.ok());
+    CHECK_FALSE(where->compressed);
+    const std::vector<std::byte> file = test::ReadBytes(where->file);
+    REQUIRE(where->offset + where->stored_size <= file.size());
+    const auto record = (*shard)->Read(i, scratch);
+    REQUIRE(record.ok());
+    CHECK(std::equal(record->bytes.begin(), record->bytes.end(),
+                     file.begin() + static_cast<std::ptrdiff_t>(where->offset)));
+    CHECK(record->bytes.size() == where->stored_size);
+  }
+  CHECK((*shard)->Locate((*shard)->size()).status().code() == StatusCode::kOutOfRange);
+  auto lmdb = OpenDataset(dir / "ds.lmdb");
+  REQUIRE(lmdb.ok());
+  CHECK((*lmdb)->Locate(0).status().code() == StatusCode::kNotSupported);
+}
+
+}  // namespace
+}  // namespace packrec
