@@ -38,6 +38,7 @@ struct BenchOptions {
   bool quick = false;         // under a minute: fewer sweep points, shorter measurements
   bool probe_storage = true;  // false: no scratch file, no device figures
   bool cold_cache = true;     // false: warm-cache measurements only
+  bool measure_stages = true;  // false: storage and access patterns only (no decode, no loader)
   // Readers in the concurrency sweep; empty: 1, 2, 4, 8, 16 (quick: 1 and 4).
   std::vector<unsigned> readers;
   // io_uring queue depths for shards; empty: 1, 4, 16, 64 (quick: 1 and 16).

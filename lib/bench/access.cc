@@ -314,8 +314,13 @@ Result<std::vector<AccessMeasurement>> MeasureAccess(Source& source, const Plan&
         if (cold) {
           PACKREC_ASSIGN_OR_RETURN(eviction, source.Evict(records));
         }
-        PACKREC_ASSIGN_OR_RETURN(
-            const Tally tally, ReadRecords(source, records, sequential, readers, plan.max_seconds));
+        // Warm: the fastest of three passes (the cache is as warm as it gets; noise only slows).
+        Tally tally;
+        for (int pass = 0; pass < (cold ? 1 : 3); ++pass) {
+          PACKREC_ASSIGN_OR_RETURN(
+              const Tally run, ReadRecords(source, records, sequential, readers, plan.max_seconds));
+          if (pass == 0 || run.requests * tally.seconds > tally.requests * run.seconds) tally = run;
+        }
         AccessMeasurement row = Row(source, order, cold, "threads", readers, tally, probe);
         row.eviction = eviction;
         rows.push_back(std::move(row));

@@ -126,7 +126,12 @@ Result<BenchReport> RunBench(const BenchOptions& options, const BenchProgress& p
       break;
     }
   }
-  PACKREC_RETURN_IF_ERROR(bench::MeasureStages(*stage_source, plan, report, progress));
+  if (options.measure_stages) {
+    PACKREC_RETURN_IF_ERROR(bench::MeasureStages(*stage_source, plan, report, progress));
+  } else {
+    report.gpu_status = "not measured: --no-stages";
+    report.notes.push_back("the loader's stages were not measured (--no-stages)");
+  }
   AnalyzeBench(options, report);
   report.seconds = bench::SecondsSince(start);
   return report;

@@ -52,14 +52,25 @@ class ScratchFile {
     fd_ = fd;
     return Status::OK();
   }
+  // Written with O_DIRECT where the filesystem takes it: a buffered gigabyte would push the
+  // user's warm data out of the page cache and leave writeback running under the reads.
   Status Fill(std::uint64_t bytes) {
-    std::vector<std::uint64_t> block(kSequentialBlock / 8);
+    AlignedBuffer block = Aligned(kSequentialBlock);
+    auto* words = reinterpret_cast<std::uint64_t*>(block.get());
+    const int flags = ::fcntl(fd_, F_GETFL);
+    bool direct = flags >= 0 && ::fcntl(fd_, F_SETFL, flags | O_DIRECT) == 0;
     SplitMix64 random(0x70726f6265);
     for (std::uint64_t written = 0; written < bytes; written += kSequentialBlock) {
-      for (std::uint64_t& word : block) word = random.Next();
-      const char* data = reinterpret_cast<const char*>(block.data());
+      for (std::size_t i = 0; i < kSequentialBlock / 8; ++i) words[i] = random.Next();
+      const char* data = reinterpret_cast<const char*>(block.get());
       for (std::size_t done = 0; done < kSequentialBlock;) {
-        const ssize_t n = ::write(fd_, data + done, kSequentialBlock - done);
+        const ssize_t n =
+            ::pwrite(fd_, data + done, kSequentialBlock - done, static_cast<off_t>(written + done));
+        if (n < 0 && errno == EINVAL && direct) {
+          direct = false;  // the filesystem refused O_DIRECT after all
+          ::fcntl(fd_, F_SETFL, flags);
+          continue;
+        }
         if (n < 0) {
           if (errno == EINTR) continue;
           return ErrnoStatus("write", path_, errno);

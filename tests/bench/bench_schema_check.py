@@ -63,10 +63,11 @@ assert cold and all(row["eviction"]["verified"] for row in cold), \
     [(r["source"], r["eviction"]) for r in cold if not r["eviction"]["verified"]]
 assert os.listdir(scratch) == [], os.listdir(scratch)
 
-report = bench(["--no-probe", "--no-cold"], "warm.json")
+report = bench(["--no-probe", "--no-cold", "--no-stages"], "warm.json")
 assert report["storage"] == {"ran": False, "skipped": report["storage"]["skipped"]}
 assert all(row["cache"] == "warm" and row["device_bandwidth_share"] is None
            for row in report["access"])
+assert report["stages"] == [] and report["gpu_status"].startswith("not measured: ")
 
 # Bad flags: exit 2, a message naming the flag, no JSON written.
 bad = [["--readers", "0"], ["--readers", "x"], ["--batch", "0"], ["--batch", "-3"],

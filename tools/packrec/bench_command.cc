@@ -25,6 +25,7 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
     bool quick = false;
     bool no_probe = false;
     bool no_cold = false;
+    bool no_stages = false;
     bool quiet = false;
     BenchOptions options;
   };
@@ -39,6 +40,8 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
                       "put it on the data's filesystem");
   command->add_flag("--no-probe", args->no_probe, "Skip the storage probe (writes nothing)");
   command->add_flag("--no-cold", args->no_cold, "Warm-cache measurements only (no eviction)");
+  command->add_flag("--no-stages", args->no_stages,
+                    "Storage and access patterns only: no decode, loader or GPU measurements");
   command->add_option("--readers", o.readers, "Reader counts to sweep (default 1,2,4,8,16)")
       ->delimiter(',')
       ->check(CLI::Range(1u, 1024u));
@@ -80,6 +83,7 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
     options.quick = args->quick;
     options.probe_storage = !args->no_probe;
     options.cold_cache = !args->no_cold;
+    options.measure_stages = !args->no_stages;
     options.scratch_dir = args->scratch;
     const auto start = std::chrono::steady_clock::now();
     BenchProgress progress;
