@@ -319,7 +319,10 @@ Result<std::vector<AccessMeasurement>> MeasureAccess(Source& source, const Plan&
         for (int pass = 0; pass < (cold ? 1 : 3); ++pass) {
           PACKREC_ASSIGN_OR_RETURN(
               const Tally run, ReadRecords(source, records, sequential, readers, plan.max_seconds));
-          if (pass == 0 || run.requests * tally.seconds > tally.requests * run.seconds) tally = run;
+          if (pass == 0 || static_cast<double>(run.requests) * tally.seconds >
+                               static_cast<double>(tally.requests) * run.seconds) {
+            tally = run;
+          }
         }
         AccessMeasurement row = Row(source, order, cold, "threads", readers, tally, probe);
         row.eviction = eviction;
