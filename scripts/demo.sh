@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job on an embedded default: build packrec, make a synthetic ImageNet-like tree, convert
-# it to every format (packrec shards, LMDB), read each back, verify every checksum and decode every
-# image, extract and compare byte for byte, then print a table of size, conversion time and read
-# throughput per format.
+# it to every format (packrec shards, LMDB, HDF5), read each back, verify every checksum and decode
+# every image, extract and compare byte for byte, print a table of size, conversion time and read
+# throughput per format, then run `packrec bench --quick` over the tree and the three datasets
+# (storage probe, access patterns, loader stages, bottleneck and recommendation).
 #   scripts/demo.sh [WORK_DIR]     (default: ./out/demo)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,4 +47,8 @@ for format in shard lmdb hdf5; do
   printf '%-7s %10s %12.2f %18s\n' "$format" "${size[$format]}" "${convert_s[$format]}" \
     "${read_mbs[$format]}"
 done
-echo "all checks passed; outputs in $work"
+
+step "packrec bench --quick: is the data delivered fast enough? (loose files vs every format)"
+$packrec bench "$work/tree" "$work/dataset.shard" "$work/dataset.lmdb" "$work/dataset.hdf5" \
+  --quick --scratch "$work" --json "$work/bench.json"
+echo "all checks passed; outputs in $work (bench figures: $work/bench.json)"
