@@ -18,20 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 // Every touched byte ends up here, so the compiler cannot drop the reads that produced it.
 std::atomic<std::uint64_t> g_sink{0};
 
@@ -111,14 +97,14 @@ AccessMeasurement Row(const Source& source, const char* order, bool cold, const 
 Status MeasureUring(Source& source, const Plan& plan, const std::vector<std::uint64_t>& records,
                     const StorageProbe& probe, const BenchProgress& progress,
                     std::vector<AccessMeasurement>& rows) {
-  std::map<fs::path, std::unique_ptr<Fd>> files;
+  std::map<fs::path, std::unique_ptr<ScopedFd>> files;
   std::vector<IoRequest> requests;
   requests.reserve(records.size());
   for (const std::uint64_t index : records) {
     PACKREC_ASSIGN_OR_RETURN(const RecordLocation where, source.reader()->Locate(index));
     auto& fd = files[where.file];
     if (fd == nullptr) {
-      fd = std::make_unique<Fd>(::open(where.file.c_str(), O_RDONLY | O_CLOEXEC));
+      fd = std::make_unique<ScopedFd>(::open(where.file.c_str(), O_RDONLY | O_CLOEXEC));
       if (fd->get() < 0) return ErrnoStatus("open", where.file, errno);
     }
     requests.push_back({fd->get(), where.offset, static_cast<std::uint32_t>(where.stored_size)});
@@ -220,7 +206,7 @@ Result<std::uint64_t> Source::ReadOne(std::uint64_t index, std::vector<std::byte
   }
   // What a loader over loose files does per sample: open, size, read, close.
   const fs::path& path = listing_.items[index].path;
-  const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  const ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return ErrnoStatus("open", path, errno);
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return ErrnoStatus("fstat", path, errno);

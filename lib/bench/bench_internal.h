@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -61,6 +62,16 @@ struct IoCount {
   std::uint64_t bytes = 0;
   double seconds = 0;
 };
+
+// 4096-aligned memory, as O_DIRECT wants it; null when out of memory.
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+using AlignedBuffer = std::unique_ptr<std::byte, AlignedFree>;
+inline AlignedBuffer AllocateAligned(std::size_t bytes) {
+  return AlignedBuffer(
+      static_cast<std::byte*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096)));
+}
 
 // Sums one touched byte per cache line, so every byte read must really arrive.
 std::uint64_t TouchBytes(std::span<const std::byte> bytes);

@@ -15,20 +15,6 @@
 namespace packrec {
 namespace {
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 std::uint64_t PageSize() { return static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)); }
 
 // Resident pages of an open file, through a mapping that is never touched.
@@ -55,7 +41,7 @@ Result<std::pair<std::uint64_t, std::uint64_t>> CountResident(int fd,
 }  // namespace
 
 Result<std::pair<std::uint64_t, std::uint64_t>> ResidentPages(const std::filesystem::path& file) {
-  const Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  const ScopedFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return ErrnoStatus("open", file, errno);
   return CountResident(fd.get(), file);
 }
@@ -63,7 +49,7 @@ Result<std::pair<std::uint64_t, std::uint64_t>> ResidentPages(const std::filesys
 Result<CacheEviction> EvictFromPageCache(const std::vector<std::filesystem::path>& files) {
   CacheEviction eviction;
   for (const std::filesystem::path& file : files) {
-    const Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+    const ScopedFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0) return ErrnoStatus("open", file, errno);
     PACKREC_ASSIGN_OR_RETURN(const auto before, CountResident(fd.get(), file));
     ++eviction.files;

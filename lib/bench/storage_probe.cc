@@ -28,15 +28,6 @@ constexpr std::uint32_t kSequentialBlock = 1 << 20;
 constexpr std::uint32_t kRandomBlock = 4096;
 constexpr unsigned kRandomDepth = 32;
 
-struct AlignedFree {
-  void operator()(void* p) const { std::free(p); }
-};
-using AlignedBuffer = std::unique_ptr<std::byte, AlignedFree>;
-
-AlignedBuffer Aligned(std::size_t bytes) {
-  return AlignedBuffer(static_cast<std::byte*>(std::aligned_alloc(4096, bytes)));
-}
-
 // The scratch file, removed on every path out of the probe.
 class ScratchFile {
  public:
@@ -55,7 +46,7 @@ class ScratchFile {
   // Written with O_DIRECT where the filesystem takes it: a buffered gigabyte would push the
   // user's warm data out of the page cache and leave writeback running under the reads.
   Status Fill(std::uint64_t bytes) {
-    AlignedBuffer block = Aligned(kSequentialBlock);
+    AlignedBuffer block = AllocateAligned(kSequentialBlock);
     auto* words = reinterpret_cast<std::uint64_t*>(block.get());
     const int flags = ::fcntl(fd_, F_GETFL);
     bool direct = flags >= 0 && ::fcntl(fd_, F_SETFL, flags | O_DIRECT) == 0;
@@ -90,20 +81,9 @@ class ScratchFile {
   int fd_ = -1;
 };
 
-class ReadFd {
- public:
-  ReadFd(const fs::path& path, bool direct)
-      : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0))) {}
-  ~ReadFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  ReadFd(const ReadFd&) = delete;
-  ReadFd& operator=(const ReadFd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
+int OpenForReading(const fs::path& path, bool direct) {
+  return ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
+}
 
 std::uint64_t RandomOffset(SplitMix64& random, std::uint64_t blocks) {
   return random.Below(blocks) * kRandomBlock;
@@ -138,7 +118,7 @@ Result<StorageProbe> ProbeStorage(const Plan& plan, const fs::path& data_path,
 
   // O_DIRECT where the filesystem takes it (tmpfs does not); else buffered reads of an evicted
   // file, with readahead off for the random part.
-  probe.direct_io = ReadFd(scratch.path(), true).get() >= 0;
+  probe.direct_io = ScopedFd(OpenForReading(scratch.path(), true)).get() >= 0;
   const auto evict = [&]() -> Status {
     if (probe.direct_io) return Status::OK();
     return EvictFromPageCache({scratch.path()}).status();
@@ -147,9 +127,9 @@ Result<StorageProbe> ProbeStorage(const Plan& plan, const fs::path& data_path,
   if (progress) progress("storage probe: sequential read, 1 MiB blocks");
   PACKREC_RETURN_IF_ERROR(evict());
   {
-    const ReadFd fd(scratch.path(), probe.direct_io);
+    const ScopedFd fd(OpenForReading(scratch.path(), probe.direct_io));
     if (fd.get() < 0) return ErrnoStatus("open", scratch.path(), errno);
-    AlignedBuffer buffer = Aligned(kSequentialBlock);
+    AlignedBuffer buffer = AllocateAligned(kSequentialBlock);
     const auto start = Clock::now();
     std::uint64_t done = 0;
     while (done < bytes) {
@@ -165,10 +145,10 @@ Result<StorageProbe> ProbeStorage(const Plan& plan, const fs::path& data_path,
   if (progress) progress("storage probe: random 4 KiB reads, 1 in flight");
   PACKREC_RETURN_IF_ERROR(evict());
   {
-    const ReadFd fd(scratch.path(), probe.direct_io);
+    const ScopedFd fd(OpenForReading(scratch.path(), probe.direct_io));
     if (fd.get() < 0) return ErrnoStatus("open", scratch.path(), errno);
     if (!probe.direct_io) ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_RANDOM);
-    AlignedBuffer buffer = Aligned(kRandomBlock);
+    AlignedBuffer buffer = AllocateAligned(kRandomBlock);
     SplitMix64 random(1);
     std::uint64_t reads = 0;
     const Deadline deadline(seconds);
@@ -187,7 +167,7 @@ Result<StorageProbe> ProbeStorage(const Plan& plan, const fs::path& data_path,
   PACKREC_RETURN_IF_ERROR(evict());
   probe.random_depth = kRandomDepth;
   {
-    const ReadFd fd(scratch.path(), probe.direct_io);
+    const ScopedFd fd(OpenForReading(scratch.path(), probe.direct_io));
     if (fd.get() < 0) return ErrnoStatus("open", scratch.path(), errno);
     if (!probe.direct_io) ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_RANDOM);
     SplitMix64 random(2);
@@ -209,7 +189,7 @@ Result<StorageProbe> ProbeStorage(const Plan& plan, const fs::path& data_path,
       std::vector<std::thread> threads;
       for (unsigned t = 0; t < kRandomDepth; ++t) {
         threads.emplace_back([&] {
-          AlignedBuffer buffer = Aligned(kRandomBlock);
+          AlignedBuffer buffer = AllocateAligned(kRandomBlock);
           for (std::uint64_t i; !deadline.passed() && (i = next.fetch_add(1)) < requests.size();) {
             if (::pread(fd.get(), buffer.get(), kRandomBlock,
                         static_cast<off_t>(requests[i].offset)) != kRandomBlock) {

@@ -14,10 +14,6 @@
 namespace packrec::bench {
 namespace {
 
-struct AlignedFree {
-  void operator()(void* p) const { std::free(p); }
-};
-
 class Ring {
  public:
   ~Ring() {
@@ -56,9 +52,9 @@ Result<IoCount> UringRead(const std::vector<IoRequest>& requests, unsigned depth
   std::uint32_t largest = 4096;
   for (const IoRequest& request : requests) largest = std::max(largest, request.length);
   const std::size_t slot_bytes = (std::size_t{largest} + 4095) / 4096 * 4096;
-  std::vector<std::unique_ptr<void, AlignedFree>> slots;
+  std::vector<AlignedBuffer> slots;
   for (unsigned i = 0; i < depth; ++i) {
-    slots.emplace_back(std::aligned_alloc(4096, slot_bytes));
+    slots.push_back(AllocateAligned(slot_bytes));
     if (slots.back() == nullptr) return Status::IOError("io_uring: out of memory for buffers");
   }
   Ring ring;

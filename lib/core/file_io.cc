@@ -142,6 +142,10 @@ Result<std::unique_ptr<RandomAccessFile>> RandomAccessFile::Open(
 
 RandomAccessFile::~RandomAccessFile() { ::close(fd_); }
 
+ScopedFd::~ScopedFd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
 Result<std::uint64_t> RandomAccessFile::RegularFileSize() const {
   struct stat st {};
   if (::fstat(fd_, &st) != 0) return ErrnoStatus("stat", path_, errno);

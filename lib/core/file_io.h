@@ -21,6 +21,19 @@ Status ErrnoStatus(std::string_view operation, const std::filesystem::path& path
 
 Result<std::vector<std::byte>> ReadWholeFile(const std::filesystem::path& path);
 
+// Owns a file descriptor: closed on destruction (fd < 0 holds nothing). Move-free on purpose.
+class ScopedFd {
+ public:
+  explicit ScopedFd(int fd) : fd_(fd) {}
+  ~ScopedFd();
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
 // An append-only file, created exclusively (O_EXCL), written through a buffer.
 class WritableFile {
  public:
