@@ -44,18 +44,19 @@ for w in "${workers[@]}"; do
   "$packrec" bench "$work/tree" "$work/ds.pkr" "$work/ds.lmdb" "$work/ds.h5" --threads "$w" \
     --readers "$w" --scratch "$work" --json "$json" -q >"$out/bench-threads$w.txt"
   torch=$($python "$here/torchvision_baseline.py" "$work/tree" train "$w" 256 3 | field images_per_s)
-  pipeline=$($python -c "import json,sys; r=json.load(open(sys.argv[1])); print([s for s in r['stages'] if s['stage']=='pipeline' and s['sweep']==''][0]['images_per_s'])" "$json")
+  pipeline=$($python -c "import json,sys; r=json.load(open(sys.argv[1])); print(round([s for s in r['stages'] if s['stage']=='pipeline' and s['sweep']==''][0]['images_per_s']))" "$json")
   rows+=("| train pipeline, $w workers/threads (images/s) | torchvision ImageFolder + DataLoader(num_workers=$w) | $torch | $pipeline | $(ratio "$pipeline" "$torch")x |")
 done
-json="$out/bench-threads${workers[-1]}.json"
-warm() {  # SOURCE ORDER -> records/s and MB/s of the bench's warm row at the most readers
+# The reader comparisons: the bench's warm rows at one reader, like the one-process peers.
+json="$out/bench-threads${workers[0]}.json"
+warm() {  # SOURCE ORDER -> records/s and MB/s of the bench's warm row at the fewest readers
   $python -c "
 import json, sys
 r = json.load(open(sys.argv[1]))
 rows = [a for a in r['access'] if a['source'] == sys.argv[2] and a['order'] == sys.argv[3]
         and a['cache'] == 'warm' and a['engine'] == 'threads']
-best = max(rows, key=lambda a: a['concurrency'])
-print(best['records_per_s'], best['mb_per_s'])" "$json" "$1" "$2"
+best = min(rows, key=lambda a: a['concurrency'])
+print(round(best['records_per_s']), round(best['mb_per_s']))" "$json" "$1" "$2"
 }
 read -r lmdb_rps _ < <(warm lmdb random)
 read -r h5_rps _ < <(warm hdf5 random)
@@ -69,7 +70,7 @@ cat_mbs() {  # fastest of three warm runs of a command reading BYTES
   local best=0 t0 t1
   for _ in 1 2 3; do
     t0=$EPOCHREALTIME; "$@" >/dev/null; t1=$EPOCHREALTIME
-    best=$(awk -v b="$bytes" -v t="$(echo "$t1 - $t0" | bc -l)" -v m="$best" 'BEGIN {v = b / 1e6 / t; print (v > m) ? v : m}')
+    best=$(awk -v b="$bytes" -v t="$(echo "$t1 - $t0" | bc -l)" -v m="$best" 'BEGIN {v = b / 1e6 / t; printf "%.0f\n", (v > m) ? v : m}')
   done
   echo "$best"
 }
@@ -82,7 +83,7 @@ cat_shard_mbs=$(cat_mbs "$shard_bytes" cat "$work"/ds.pkr/shard-*.pkr)
 rows+=("| loose files, sequential, warm (MB/s) | tar cf - tree \\| cat | $tar_mbs | $files_mbs | $(ratio "$files_mbs" "$tar_mbs")x |")
 rows+=("| shards, sequential, warm (MB/s) | cat shard-*.pkr | $cat_shard_mbs | $shard_mbs | $(ratio "$shard_mbs" "$cat_shard_mbs")x |")
 
-$python "$here/plot_bench.py" "$out" "$json" >/dev/null
+$python "$here/plot_bench.py" "$out" "$out/bench-threads${workers[-1]}.json" >/dev/null
 echo "images: $images, $(nproc) cores, $(uname -r), $($python -c "import json,sys; m=json.load(open(sys.argv[1]))['machine']; print(m['cpu_model'] + ', ' + m['data_filesystem'] + ' on ' + m['data_device'])" "$json")"
 echo "command: benchmarks/bench_peers.sh $build $images $out ${workers[*]}"
 echo
