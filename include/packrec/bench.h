@@ -35,9 +35,9 @@ struct BenchOptions {
   // Where the storage probe writes its scratch file; empty: $TMPDIR or /tmp. For figures that
   // describe the data's device, put it on the data's filesystem (the report says when it is not).
   std::filesystem::path scratch_dir;
-  bool quick = false;         // under a minute: fewer sweep points, shorter measurements
-  bool probe_storage = true;  // false: no scratch file, no device figures
-  bool cold_cache = true;     // false: warm-cache measurements only
+  bool quick = false;          // under a minute: fewer sweep points, shorter measurements
+  bool probe_storage = true;   // false: no scratch file, no device figures
+  bool cold_cache = true;      // false: warm-cache measurements only
   bool measure_stages = true;  // false: storage and access patterns only (no decode, no loader)
   // Readers in the concurrency sweep; empty: 1, 2, 4, 8, 16 (quick: 1 and 4).
   std::vector<unsigned> readers;
