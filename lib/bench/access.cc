@@ -180,17 +180,12 @@ std::uint64_t Source::size() const {
   return reader_ != nullptr ? reader_->size() : listing_.items.size();
 }
 
-std::vector<fs::path> Source::FilesFor(const std::vector<std::uint64_t>& records) const {
-  if (reader_ == nullptr && dataset_files_.empty()) {
+Result<CacheEviction> Source::Evict(const std::vector<std::uint64_t>& records) {
+  if (kind_ == "files") {
     std::vector<fs::path> files;
     for (const std::uint64_t index : records) files.push_back(listing_.items[index].path);
-    return files;
+    return EvictFromPageCache(files);
   }
-  return dataset_files_;
-}
-
-Result<CacheEviction> Source::Evict(const std::vector<std::uint64_t>& records) {
-  if (dataset_files_.empty()) return EvictFromPageCache(FilesFor(records));
   reader_.reset();
   Result<CacheEviction> eviction = EvictFromPageCache(dataset_files_);
   PACKREC_RETURN_IF_ERROR(OpenReader());
@@ -315,7 +310,7 @@ Result<std::vector<AccessMeasurement>> MeasureAccess(Source& source, const Plan&
         rows.push_back(std::move(row));
       }
     }
-    if (!sequential && source.kind() == "shard" && UringUnavailable().empty()) {
+    if (!sequential && source.kind() == "shard" && plan.uring_unavailable.empty()) {
       PACKREC_RETURN_IF_ERROR(MeasureUring(source, plan, records, probe, progress, rows));
     }
   }

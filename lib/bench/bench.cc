@@ -82,7 +82,8 @@ Plan MakePlan(const BenchOptions& options) {
 
 Result<BenchReport> RunBench(const BenchOptions& options, const BenchProgress& progress) {
   PACKREC_RETURN_IF_ERROR(bench::Validate(options));
-  const bench::Plan plan = bench::MakePlan(options);
+  bench::Plan plan = bench::MakePlan(options);
+  plan.uring_unavailable = bench::UringUnavailable();
   const auto start = bench::Clock::now();
   BenchReport report;
   report.packrec_version = Version();
@@ -108,14 +109,12 @@ Result<BenchReport> RunBench(const BenchOptions& options, const BenchProgress& p
                              bench::MeasureAccess(*source, plan, report.storage, progress));
     report.access.insert(report.access.end(), rows.begin(), rows.end());
   }
-  if (std::none_of(sources.begin(), sources.end(),
-                   [](const auto& source) { return source->kind() == "shard"; }) ||
-      bench::UringUnavailable().size() > 0) {
-    report.notes.push_back(bench::UringUnavailable().empty()
-                               ? "io_uring rows are measured for shard datasets only (none given)"
-                               : "no io_uring rows: " + bench::UringUnavailable());
+  if (!plan.uring_unavailable.empty()) {
+    report.notes.push_back("no io_uring rows: " + plan.uring_unavailable);
+  } else if (std::none_of(sources.begin(), sources.end(),
+                          [](const auto& source) { return source->kind() == "shard"; })) {
+    report.notes.push_back("io_uring rows are measured for shard datasets only (none given)");
   }
-
   // The stages run on one dataset: shards first, then any packed dataset, then loose files.
   bench::Source* stage_source = sources.front().get();
   for (const char* kind : {"shard", "lmdb", "hdf5"}) {

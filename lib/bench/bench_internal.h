@@ -31,6 +31,7 @@ struct Plan {
   double max_seconds = 0;
   std::uint64_t probe_file_bytes = 0;
   std::uint64_t sample_images = 0;  // records held in memory for the decode-side stages
+  std::string uring_unavailable;    // UringUnavailable(), asked once per run
 };
 
 Plan MakePlan(const BenchOptions& options);
@@ -86,10 +87,9 @@ class Source {
   std::uint64_t size() const;
   // The dataset behind a packed source; null for loose files.
   const std::shared_ptr<const Reader>& reader() const { return reader_; }
-  // The files that hold `records` (all of a packed dataset's files).
-  std::vector<std::filesystem::path> FilesFor(const std::vector<std::uint64_t>& records) const;
-  // Evicts the files holding `records` from the page cache. A packed dataset's reader is closed
-  // first and opened again after: pages mapped into this process cannot be dropped.
+  // Evicts the files holding `records` (all of a packed dataset's files) from the page cache. A
+  // packed dataset's reader is closed first and opened again after: pages mapped into this
+  // process cannot be dropped.
   Result<CacheEviction> Evict(const std::vector<std::uint64_t>& records);
 
   // Reads record `index` into `buffer` (loose files) or through Reader::Read; returns the bytes
