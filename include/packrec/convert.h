@@ -46,8 +46,10 @@ struct ConvertStats {
   double elapsed_seconds = 0;
 };
 
-// Called from the writing thread, at most every `progress_interval`.
-using ProgressCallback = std::function<void(const ConvertProgress&)>;
+// Called from the writing thread after the first record, about every 200 ms, and after the last. A non-OK status
+// stops the conversion (Python's Ctrl-C, a callback that raised): Convert removes what it wrote
+// and returns that status.
+using ProgressCallback = std::function<Status(const ConvertProgress&)>;
 
 // Errors: InvalidArgument (bad option; the message names it), NotFound (missing input, no images
 // found), AlreadyExists (output exists without overwrite), InvalidInput (an input that is not an

@@ -276,10 +276,12 @@ Result<ConvertStats> Convert(const ConvertOptions& options, const ProgressCallba
       report.input_bytes = stats.input_bytes;
       const Clock::time_point now = Clock::now();
       if (progress &&
-          (now - last_report > std::chrono::milliseconds(200) || i + 1 == listing.items.size())) {
+          (i == 0 || now - last_report > std::chrono::milliseconds(200) ||
+           i + 1 == listing.items.size())) {
         report.elapsed_seconds = std::chrono::duration<double>(now - start).count();
-        progress(report);
+        failure = progress(report);
         last_report = now;
+        if (!failure.ok()) break;
       }
     }
   }

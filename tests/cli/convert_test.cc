@@ -30,6 +30,21 @@ ConvertOptions Options(const fs::path& source, const fs::path& output) {
   return options;
 }
 
+TEST_CASE("a progress callback that returns an error stops the conversion and leaves nothing") {
+  test::TempDir dir;
+  Synth(dir / "tree", 2, 20, 3);
+  int calls = 0;
+  auto stats = Convert(Options(dir / "tree", dir / "ds"), [&](const ConvertProgress& p) {
+    ++calls;
+    CHECK(p.records_done == 1);  // the first call comes after the first record
+    return Status::Internal("interrupted by the caller");
+  });
+  REQUIRE_FALSE(stats.ok());
+  CHECK(stats.status().message() == "interrupted by the caller");
+  CHECK(calls == 1);
+  CHECK_FALSE(std::filesystem::exists(dir / "ds"));
+}
+
 TEST_CASE("2,000-image synth tree: convert, verify deep, extract byte-identical") {
   test::TempDir dir;
   Synth(dir / "tree", 10, 200, 7);
@@ -39,6 +54,7 @@ TEST_CASE("2,000-image synth tree: convert, verify deep, extract byte-identical"
   auto stats = Convert(options, [&](const ConvertProgress& p) {
     CHECK(p.records_done >= last_progress);
     last_progress = p.records_done;
+    return Status::OK();
   });
   REQUIRE_MESSAGE(stats.ok(), stats.status().ToString());
   CHECK(stats->records_written == 2000);

@@ -18,7 +18,7 @@ std::string Duration(double seconds) {
   return text;
 }
 
-void PrintProgress(const ConvertProgress& progress) {
+Status PrintProgress(const ConvertProgress& progress) {
   const double rate = progress.elapsed_seconds > 0
                           ? static_cast<double>(progress.records_done) / progress.elapsed_seconds
                           : 0;
@@ -34,6 +34,7 @@ void PrintProgress(const ConvertProgress& progress) {
                static_cast<unsigned long long>(progress.records_total), rate, mb_per_s,
                Duration(remaining).c_str());
   if (progress.records_done == progress.records_total) std::fputc('\n', stderr);
+  return Status::OK();
 }
 
 }  // namespace

@@ -1,0 +1,310 @@
+"""packrec: packed image datasets that keep GPUs fed.
+
+    import packrec
+    packrec.convert("tree/", "data.pkr")                  # an image folder -> shard dataset
+    ds = packrec.open("data.pkr")                         # shard, LMDB or HDF5
+    data, label, key = ds[42]                             # the encoded image, as stored
+    for images, labels in packrec.Loader("data.pkr", batch_size=256, transform="train"):
+        ...                                               # N x 224 x 224 x 3 uint8 tensors
+
+packrec.torch.Dataset is a map-style torch Dataset for code that keeps its own DataLoader.
+Errors are packrec.Error subclasses (packrec.errors) carrying the C++ message and the record index.
+"""
+import os
+import re
+import sys
+
+from . import errors
+from ._packrec import Batch, Dataset, GpuBatch, __version__, decode, gpu_available, image_info, synth
+from ._packrec import _convert, _Loader
+from .errors import Error
+
+__all__ = ["open", "convert", "synth", "decode", "image_info", "Loader", "Dataset", "Batch", "Error",
+           "errors", "gpu_available", "__version__"]
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def open(path, verify_checksums=True):  # noqa: A001 - packrec.open, like gzip.open
+    """Opens the dataset at `path` (shard directory, LMDB environment or HDF5 file).
+
+    len(ds), ds[i] -> (bytes, label, key) with negative indices, iteration, ds.record(i),
+    ds.info(), ds.verify(deep=False). verify_checksums=False skips the per-read xxHash check.
+    """
+    return Dataset(os.fspath(path), verify_checksums)
+
+
+def _choice(name, value, allowed):
+    if value not in allowed:
+        raise errors.InvalidArgumentError(
+            f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+    return value
+
+
+_SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(i?B?)\s*$", re.IGNORECASE)
+
+
+def _size_bytes(name, value):
+    """An int, or a size like '256MiB', '64M', '1G' (binary multiples, as the CLI takes them)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    match = _SIZE.match(str(value))
+    if not match:
+        raise errors.InvalidArgumentError(f"{name} must be bytes or a size like '256MiB', got {value!r}")
+    scale = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[match.group(2).upper()]
+    return int(match.group(1)) * scale
+
+
+def _compression(value):
+    text = "none" if value is None else str(value)
+    codec, _, level = text.partition(":")
+    _choice("compress", codec, ("none", "zstd", "deflate"))
+    if not level:
+        return codec, {"zstd": 3, "deflate": 4}.get(codec, 0)
+    limit = 22 if codec == "zstd" else 9
+    if codec == "none" or not level.isdigit() or not 1 <= int(level) <= limit:
+        raise errors.InvalidArgumentError(
+            f"compress must be none, zstd, zstd:1 to zstd:22, deflate or deflate:1 to deflate:9, got {text!r}")
+    return codec, int(level)
+
+
+def _print_progress(state):
+    done, total = state["records_done"], max(1, state["records_total"])
+    rate = done / state["elapsed_seconds"] if state["elapsed_seconds"] > 0 else 0
+    end = "\n" if done == state["records_total"] else ""
+    print(f"\r[{100 * done // total:3d}%] {done}/{total} records  {rate:.0f} rec/s", end=end,
+          file=sys.stderr, flush=True)
+
+
+def convert(source, output, format="shard", *, shard_size="256MiB", align=64, compress=None,
+            threads=0, shuffle=False, seed=None, on_error="fail", list_format="auto", root=None,
+            resize_short=0, quality=0, overwrite=False, lmdb_values="packrec", map_size=0,
+            hdf5_layout="encoded", size=None, progress=None):
+    """Packs an image folder (SRC/<class>/<file>) or a list file into a dataset; `packrec convert`.
+
+    format: "shard", "lmdb" or "hdf5". The other options are the CLI's flags (docs/cli.md):
+    shard_size ("256MiB" or bytes), align, compress ("zstd", "zstd:9", "deflate:4"), threads,
+    shuffle / seed, on_error ("fail" or "skip": rejects listed in OUT/rejects.tsv), list_format,
+    root, resize_short, quality, overwrite, lmdb_values ("packrec" or "caffe-datum"), map_size,
+    hdf5_layout ("encoded" or "pixels") with size=(height, width).
+    progress: a callable taking {records_done, records_total, input_bytes, elapsed_seconds},
+    called after the first record and about every 200 ms; True prints a line to stderr. An
+    exception it raises (or Ctrl-C) stops the conversion, removes the partial output and
+    propagates. The GIL is released while converting.
+
+    Returns {records_written, input_bytes, output_bytes, rejects: [(path, reason)],
+    empty_classes, elapsed_seconds}.
+    """
+    _choice("format", format, ("shard", "lmdb", "hdf5"))
+    _choice("on_error", on_error, ("fail", "skip"))
+    _choice("list_format", list_format, ("auto", "caffe", "mxnet"))
+    _choice("lmdb_values", lmdb_values, ("packrec", "caffe-datum"))
+    _choice("hdf5_layout", hdf5_layout, ("encoded", "pixels"))
+    codec, level = _compression(compress)
+    if progress is True:
+        progress = _print_progress
+    elif progress is not None and not callable(progress):
+        raise errors.InvalidArgumentError(f"progress must be a callable or True, got {progress!r}")
+    if size is not None:
+        size = (int(size[0]), int(size[1]))
+    shuffle_seed = seed if seed is not None else (0 if shuffle else None)
+    return _convert(os.fspath(source), os.fspath(output), format, _size_bytes("shard_size", shard_size),
+                    int(align), codec, level, int(threads), shuffle_seed, on_error, list_format,
+                    os.fspath(root) if root is not None else "", int(resize_short), int(quality),
+                    bool(overwrite), lmdb_values, _size_bytes("map_size", map_size), hdf5_layout,
+                    size, progress)
+
+
+class _CudaArray:
+    """A device array for torch.as_tensor: the tensor keeps this (and so the GpuBatch) alive."""
+
+    __slots__ = ("_owner", "__cuda_array_interface__")
+
+    def __init__(self, owner, interface):
+        self._owner = owner
+        self.__cuda_array_interface__ = interface
+
+
+class Loader:
+    """Batches of decoded, transformed images from any packrec dataset, decoded in C++ threads.
+
+        loader = packrec.Loader("data.pkr", batch_size=256, threads=8, transform="train")
+        for epoch in range(90):
+            loader.set_epoch(epoch)          # as with DistributedSampler
+            for images, labels in loader:    # images: N x H x W x 3 uint8 (NHWC), labels: int64
+                ...
+
+    Batches are torch tensors when torch is importable (output="numpy" for NumPy arrays), made
+    without a copy over the loader's (pinned) buffers; a buffer is reused only after every
+    tensor over it is gone. The order of an epoch depends only on (seed, epoch, len, rank,
+    world_size), never on threads or timing. Iterating again without set_epoch continues with
+    the next epoch; a loop left early restarts its epoch.
+
+    transform: "train" (RandomResizedCrop(size, scale, ratio) + horizontal flip), "eval"
+    (resize the shorter side to `resize`, default size*256/224, center crop `size`) or "none"
+    (no decode: batches are (list of encoded bytes, labels)).
+    shuffle: True ("global"), False ("none") or "windowed" (neighbouring windows of
+    shuffle_window records, for slow storage).
+    normalize: True (ImageNet mean/std) or (mean, std): N x 3 x H x W float32 ((x/255-mean)/std),
+    made on the device by packrec's kernel with device="cuda", by torch on the host otherwise.
+    device: None/"cpu", or "cuda"/"cuda:N": tensors already on the GPU, uploaded asynchronously
+    from pinned buffers by the C++ path (torch's current stream waits for the copy).
+    rank / world_size: this process's share of each epoch, as DistributedSampler.
+    on_bad_record: "raise" (the error names the record) or "skip".
+    """
+
+    def __init__(self, source, batch_size=256, threads=0, prefetch=4, shuffle=True, seed=0,
+                 rank=0, world_size=1, transform="eval", size=224, resize=None, drop_last=False,
+                 device=None, normalize=None, output=None, scale=(0.08, 1.0),
+                 ratio=(3 / 4, 4 / 3), flip=True, shuffle_window=4096, on_bad_record="raise",
+                 pin_memory=True, half=False):
+        self.dataset = source if isinstance(source, Dataset) else open(source)
+        if shuffle is True:
+            shuffle = "global"
+        elif shuffle is False or shuffle is None:
+            shuffle = "none"
+        _choice("shuffle", shuffle, ("global", "windowed", "none"))
+        _choice("transform", transform, ("train", "eval", "none"))
+        _choice("on_bad_record", on_bad_record, ("raise", "skip"))
+        self.transform = transform
+        self.output = _choice("output", output or ("torch" if _torch_importable() else "numpy"),
+                              ("torch", "numpy"))
+        self.device, cuda_device = _parse_device(device)
+        if self.device is not None and self.output != "torch":
+            raise errors.InvalidArgumentError("device='cuda' needs output='torch'")
+        if normalize is True:
+            normalize = (IMAGENET_MEAN, IMAGENET_STD)
+        if normalize and transform == "none":
+            raise errors.InvalidArgumentError("normalize needs decoded images (transform 'train' or 'eval')")
+        self.normalize = (tuple(map(float, normalize[0])), tuple(map(float, normalize[1]))) if normalize else None
+        self.half = bool(half)
+        if resize is None:
+            resize = max(size, size * 256 // 224)
+        self._impl = _Loader(
+            self.dataset, int(batch_size), int(threads), int(prefetch), shuffle, int(seed),
+            int(shuffle_window), bool(drop_last), int(rank), int(world_size), transform, int(size),
+            int(resize), (float(scale[0]), float(scale[1])), (float(ratio[0]), float(ratio[1])),
+            bool(flip), on_bad_record, bool(pin_memory), cuda_device,
+            (self.normalize[0], self.normalize[1], self.half) if (self.normalize and cuda_device is not None) else None)
+        self._epoch = 0         # the epoch the next iteration runs
+        self._running = 0       # the epoch the C++ loader is in
+        self._untouched = True  # no batch taken from it yet (epoch 0 starts at construction)
+
+    def __len__(self):
+        """Batches per epoch for this rank."""
+        return self._impl.batches_per_epoch
+
+    @property
+    def records_per_epoch(self):
+        return self._impl.records_per_epoch
+
+    def set_epoch(self, epoch):
+        """The epoch the next iteration runs (its shuffle and crops), as DistributedSampler."""
+        self._epoch = int(epoch)
+
+    @property
+    def epoch(self):
+        return self._epoch
+
+    def stats(self):
+        """{images, skipped, consumer_wait_seconds, decode_seconds} so far."""
+        return self._impl.stats()
+
+    def batches(self):
+        """This epoch's packrec.Batch objects (or GpuBatch with a device), without conversion."""
+        self._begin()
+        epoch = self._epoch
+        take = self._impl.next_on_device if self.device is not None else self._impl.next
+        while True:
+            batch = take()
+            if batch is None:
+                break
+            yield batch
+        if self._epoch == epoch:  # not moved by set_epoch meanwhile
+            self._epoch = epoch + 1
+
+    def __iter__(self):
+        for batch in self.batches():
+            yield self._convert(batch)
+
+    def _begin(self):
+        if not (self._untouched and self._running == self._epoch):
+            self._impl.start_epoch(self._epoch)
+        self._running, self._untouched = self._epoch, False
+
+    def _convert(self, batch):
+        if self.device is not None:
+            return self._on_device(batch)
+        if self.transform == "none":
+            labels = batch.labels
+            return batch.encoded(), (_torch().from_numpy(labels) if self.output == "torch" else labels)
+        if self.output == "numpy":
+            images, labels = batch.images, batch.labels
+            if self.normalize:
+                mean = _numpy().asarray(self.normalize[0], dtype="float32")
+                std = _numpy().asarray(self.normalize[1], dtype="float32")
+                images = ((images.astype("float32") / 255 - mean) / std).transpose(0, 3, 1, 2)
+                images = _numpy().ascontiguousarray(images, dtype="float16" if self.half else "float32")
+            return images, labels
+        torch = _torch()
+        images, labels = torch.from_numpy(batch.images), torch.from_numpy(batch.labels)
+        if self.normalize:
+            images = normalize(images, self.normalize[0], self.normalize[1],
+                               torch.float16 if self.half else torch.float32)
+        return images, labels
+
+    def _on_device(self, gpu_batch):
+        torch = _torch()
+        gpu_batch.make_stream_wait(torch.cuda.current_stream(self.device).cuda_stream)
+        interface = gpu_batch.normalized_interface if self.normalize else gpu_batch.images_interface
+        images = torch.as_tensor(_CudaArray(gpu_batch, interface), device=self.device)
+        labels = torch.from_numpy(gpu_batch.host.labels).to(self.device, non_blocking=False)
+        return images, labels
+
+
+def normalize(images, mean=IMAGENET_MEAN, std=IMAGENET_STD, dtype=None):
+    """N x H x W x 3 uint8 tensor -> N x 3 x H x W float, (x / 255 - mean) / std (on its device)."""
+    torch = _torch()
+    dtype = dtype or torch.float32
+    mean = torch.tensor(mean, dtype=dtype, device=images.device).view(1, 3, 1, 1)
+    std = torch.tensor(std, dtype=dtype, device=images.device).view(1, 3, 1, 1)
+    out = images.permute(0, 3, 1, 2).to(dtype).div_(255)
+    return out.sub_(mean).div_(std).contiguous()
+
+
+def _parse_device(device):
+    """(torch device string or None, CUDA ordinal or None)."""
+    if device is None:
+        return None, None
+    text = str(device)
+    if text == "cpu":
+        return None, None
+    match = re.fullmatch(r"cuda(?::(\d+))?", text)
+    if not match:
+        raise errors.InvalidArgumentError(f"device must be None, 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    ordinal = int(match.group(1) or 0)
+    available, why = gpu_available()
+    if not available:
+        raise errors.NotSupportedError(f"device {text!r}: {why}")
+    return f"cuda:{ordinal}", ordinal
+
+
+def _torch_importable():
+    try:
+        _torch()
+        return True
+    except ImportError:
+        return False
+
+
+def _torch():
+    import torch  # noqa: PLC0415 - torch is optional and slow to import
+
+    return torch
+
+
+def _numpy():
+    import numpy  # noqa: PLC0415
+
+    return numpy

@@ -1,0 +1,134 @@
+// packrec.convert: Convert with the GIL released, and a progress callback that may stop it.
+#include <pybind11/functional.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+
+#include "bindings.h"
+#include "packrec/convert.h"
+
+namespace packrec::python {
+namespace {
+
+struct ConvertArguments {
+  std::string source;
+  std::string output;
+  std::string format;
+  std::uint64_t shard_size;
+  std::uint32_t align;
+  std::string compression;  // none | zstd | deflate
+  int compression_level;
+  unsigned threads;
+  std::optional<std::uint64_t> shuffle_seed;
+  std::string on_error;     // fail | skip
+  std::string list_format;  // auto | caffe | mxnet
+  std::string list_root;
+  std::uint32_t resize_short;
+  int quality;
+  bool overwrite;
+  std::string lmdb_values;  // packrec | caffe-datum
+  std::uint64_t map_size;
+  std::string hdf5_layout;                                            // encoded | pixels
+  std::optional<std::pair<std::uint32_t, std::uint32_t>> pixel_size;  // (height, width)
+};
+
+// Option names are checked in Python (packrec/__init__.py); the library checks the values.
+ConvertOptions ToOptions(const ConvertArguments& args) {
+  ConvertOptions options;
+  options.source = args.source;
+  options.output = args.output;
+  options.writer.format = args.format;
+  options.writer.shard_size_bytes = args.shard_size;
+  options.writer.align_bytes = args.align;
+  options.writer.compression = args.compression == "zstd"      ? Compression::kZstd
+                               : args.compression == "deflate" ? Compression::kDeflate
+                                                               : Compression::kNone;
+  options.writer.compression_level = args.compression_level;
+  options.writer.overwrite = args.overwrite;
+  options.writer.map_size_bytes = args.map_size;
+  options.writer.lmdb_values =
+      args.lmdb_values == "caffe-datum" ? LmdbValues::kCaffeDatum : LmdbValues::kPackrec;
+  options.writer.hdf5_layout =
+      args.hdf5_layout == "pixels" ? Hdf5Layout::kPixels : Hdf5Layout::kEncoded;
+  if (args.pixel_size) {
+    options.writer.pixel_height = args.pixel_size->first;
+    options.writer.pixel_width = args.pixel_size->second;
+  }
+  options.threads = args.threads;
+  options.shuffle_seed = args.shuffle_seed;
+  options.on_error = args.on_error == "skip" ? OnError::kSkip : OnError::kFail;
+  options.list_kind = args.list_format == "caffe"   ? ListFileKind::kCaffe
+                      : args.list_format == "mxnet" ? ListFileKind::kMxnet
+                                                    : ListFileKind::kAuto;
+  options.list_root = args.list_root;
+  options.resize_short = args.resize_short;
+  options.quality = args.quality;
+  return options;
+}
+
+py::dict RunConvert(const ConvertArguments& args, const py::object& progress) {
+  const ConvertOptions options = ToOptions(args);
+  // Set when the callback raised (or Ctrl-C arrived): the conversion stops, removes its output,
+  // and that exception is the one the caller sees.
+  std::optional<py::error_already_set> raised;
+  const ProgressCallback callback = [&](const ConvertProgress& report) -> Status {
+    py::gil_scoped_acquire acquire;
+    try {
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+      if (!progress.is_none()) {
+        py::dict state;
+        state["records_done"] = report.records_done;
+        state["records_total"] = report.records_total;
+        state["input_bytes"] = report.input_bytes;
+        state["elapsed_seconds"] = report.elapsed_seconds;
+        progress(state);
+      }
+    } catch (py::error_already_set& error) {
+      raised.emplace(std::move(error));
+      return Status::Internal("stopped by the progress callback");
+    }
+    return Status::OK();
+  };
+  Result<ConvertStats> stats = [&] {
+    py::gil_scoped_release release;
+    return Convert(options, callback);
+  }();
+  if (raised) throw std::move(*raised);
+  const ConvertStats done = ValueOrThrow(std::move(stats));
+  py::dict out;
+  out["records_written"] = done.records_written;
+  out["input_bytes"] = done.input_bytes;
+  out["output_bytes"] = done.output_bytes;
+  py::list rejects;
+  for (const Reject& reject : done.rejects)
+    rejects.append(py::make_tuple(reject.path, reject.reason));
+  out["rejects"] = rejects;
+  out["empty_classes"] = done.empty_classes;
+  out["elapsed_seconds"] = done.elapsed_seconds;
+  return out;
+}
+
+}  // namespace
+
+void BindConvert(py::module_& module) {
+  module.def(
+      "_convert",
+      [](std::string source, std::string output, std::string format, std::uint64_t shard_size,
+         std::uint32_t align, std::string compression, int compression_level, unsigned threads,
+         std::optional<std::uint64_t> shuffle_seed, std::string on_error, std::string list_format,
+         std::string list_root, std::uint32_t resize_short, int quality, bool overwrite,
+         std::string lmdb_values, std::uint64_t map_size, std::string hdf5_layout,
+         std::optional<std::pair<std::uint32_t, std::uint32_t>> pixel_size,
+         const py::object& progress) {
+        return RunConvert(
+            {std::move(source), std::move(output), std::move(format), shard_size, align,
+             std::move(compression), compression_level, threads, shuffle_seed, std::move(on_error),
+             std::move(list_format), std::move(list_root), resize_short, quality, overwrite,
+             std::move(lmdb_values), map_size, std::move(hdf5_layout), pixel_size},
+            progress);
+      },
+      "Use packrec.convert");
+}
+
+}  // namespace packrec::python

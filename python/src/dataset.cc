@@ -1,0 +1,222 @@
+// packrec.open: a Reader as a Python sequence of (bytes, label, key).
+#include <pybind11/stl.h>
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "bindings.h"
+#include "packrec/dataset_ops.h"
+#include "packrec/reader.h"
+
+namespace packrec::python {
+namespace {
+
+// Keys are the source's relative paths: usually UTF-8, but a filesystem may hold any bytes, which
+// come back as surrogate escapes like os.fsdecode's.
+py::str KeyToStr(std::string_view key) {
+  PyObject* text =
+      PyUnicode_DecodeUTF8(key.data(), static_cast<Py_ssize_t>(key.size()), "surrogateescape");
+  if (text == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(text);
+}
+
+class Dataset {
+ public:
+  Dataset(std::string path, bool verify_checksums) : path_(std::move(path)) {
+    OpenOptions options;
+    options.verify_checksums = verify_checksums;
+    verify_checksums_ = verify_checksums;
+    Result<std::unique_ptr<Reader>> opened = [&] {
+      py::gil_scoped_release release;
+      return OpenDataset(path_, options);
+    }();
+    reader_ = ValueOrThrow(std::move(opened));
+  }
+
+  std::uint64_t size() const { return reader_->size(); }
+  const std::string& path() const { return path_; }
+  bool verify_checksums() const { return verify_checksums_; }
+  const std::shared_ptr<const Reader>& reader() const { return reader_; }
+
+  // (bytes, label, key) of record `index` (negative counts from the end, as in a list).
+  py::tuple Get(std::int64_t index) const {
+    std::uint64_t at = Resolve(index);
+    Record record = ReadCopy(at);
+    return py::make_tuple(Bytes(record.bytes), record.label, KeyToStr(record.key));
+  }
+
+  // Everything a reader knows of record `index`, without decoding it.
+  py::dict Describe(std::int64_t index) const {
+    const std::uint64_t at = Resolve(index);
+    Record record = ReadCopy(at);
+    py::dict out;
+    out["index"] = at;
+    out["key"] = KeyToStr(record.key);
+    out["label"] = record.label;
+    out["size"] = record.bytes.size();
+    out["width"] = record.width;
+    out["height"] = record.height;
+    out["channels"] = record.channels;
+    out["encoding"] = std::string(EncodingName(record.encoding));
+    return out;
+  }
+
+  py::dict Info() const {
+    const DatasetInfo& info = reader_->info();
+    py::dict out;
+    out["path"] = path_;
+    out["format"] = info.format;
+    out["format_version"] = info.format_version;
+    out["record_count"] = info.record_count;
+    out["rejected_count"] = info.rejected_count;
+    out["classes"] = info.classes;
+    out["label_count"] = info.label_count;
+    out["listing_hash"] = info.listing_hash;
+    out["source_kind"] = info.source_kind;
+    out["payload_bytes"] = info.payload_bytes;
+    py::list files;
+    for (const DatasetFileInfo& file : info.files) {
+      py::dict entry;
+      entry["file"] = file.file;
+      entry["first_record"] = file.first_record;
+      entry["record_count"] = file.record_count;
+      entry["size_bytes"] = file.size_bytes;
+      files.append(entry);
+    }
+    out["files"] = files;
+    out["options"] = py::module_::import("json").attr("loads")(info.options_json);
+    out["created_by"] = info.created_by;
+    return out;
+  }
+
+  // Every checksum (and with `deep`, every decode); the problems as dicts, none raised.
+  py::dict Verify(bool deep) const {
+    Collector collector;
+    VerifyStats stats;
+    {
+      py::gil_scoped_release release;
+      stats = VerifyDataset(*reader_, VerifyOptions{deep}, collector);
+    }
+    py::list problems;
+    for (const VerifyProblem& problem : collector.problems) {
+      py::dict entry;
+      entry["file"] = problem.file;
+      entry["record_index"] = problem.record_index ? py::cast(*problem.record_index) : py::none();
+      entry["key"] = KeyToStr(problem.key);
+      entry["byte_offset"] = problem.byte_offset ? py::cast(*problem.byte_offset) : py::none();
+      entry["code"] = std::string(StatusCodeName(problem.status.code()));
+      entry["message"] = problem.status.message();
+      problems.append(entry);
+    }
+    py::dict out;
+    out["ok"] = stats.problems == 0;
+    out["records_checked"] = stats.records_checked;
+    out["bytes_checked"] = stats.bytes_checked;
+    out["problems"] = problems;
+    return out;
+  }
+
+ private:
+  struct Record {
+    std::vector<std::byte> bytes;
+    std::string key;
+    std::uint32_t label = 0;
+    std::uint32_t width = 0;
+    std::uint32_t height = 0;
+    std::uint8_t channels = 0;
+    Encoding encoding = Encoding::kUnknown;
+  };
+
+  struct Collector final : VerifyReporter {
+    std::mutex mutex;
+    std::vector<VerifyProblem> problems;
+    void Report(const VerifyProblem& problem) override {
+      std::lock_guard lock(mutex);
+      problems.push_back(problem);
+    }
+  };
+
+  std::uint64_t Resolve(std::int64_t index) const {
+    const auto count = static_cast<std::int64_t>(reader_->size());
+    const std::int64_t at = index < 0 ? index + count : index;
+    if (at < 0 || at >= count) {
+      ThrowStatus(Status::OutOfRange("record " + std::to_string(index) + " of " + path_ +
+                                     ", which holds " + std::to_string(count) + " records"),
+                  static_cast<std::uint64_t>(std::max<std::int64_t>(index, 0)));
+    }
+    return static_cast<std::uint64_t>(at);
+  }
+
+  // Copies while the GIL is released: the first touch of a mapped record is where a cold read
+  // waits for the disk, and other Python threads should run meanwhile.
+  Record ReadCopy(std::uint64_t index) const {
+    Record record;
+    Status status;
+    {
+      py::gil_scoped_release release;
+      ReadScratch scratch;
+      Result<RecordView> view = reader_->Read(index, scratch);
+      if (view.ok()) {
+        record.bytes.assign(view->bytes.begin(), view->bytes.end());
+        record.key = view->key;
+        record.label = view->label;
+        record.width = view->width;
+        record.height = view->height;
+        record.channels = view->channels;
+        record.encoding = view->encoding;
+      } else {
+        status = view.status();
+      }
+    }
+    if (!status.ok()) ThrowStatus(status.WithContext(path_), index);
+    return record;
+  }
+
+  static py::bytes Bytes(const std::vector<std::byte>& bytes) {
+    return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+  }
+
+  std::string path_;
+  bool verify_checksums_ = true;
+  std::shared_ptr<const Reader> reader_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Reader> ReaderOf(const py::object& dataset) {
+  return dataset.cast<const Dataset&>().reader();
+}
+
+void BindDataset(py::module_& module) {
+  py::class_<Dataset>(module, "Dataset",
+                      "A packrec dataset (shard, LMDB or HDF5) as a sequence of "
+                      "(bytes, label, key); open it with packrec.open")
+      .def(py::init<std::string, bool>(), py::arg("path"), py::arg("verify_checksums") = true)
+      .def("__len__", &Dataset::size)
+      .def("__getitem__", &Dataset::Get, py::arg("index"),
+           "(encoded image bytes, label, key) of record `index`")
+      .def("record", &Dataset::Describe, py::arg("index"),
+           "Record `index`'s key, label, stored size, width, height, channels and encoding")
+      .def("info", &Dataset::Info, "The manifest: format, classes, files, convert options, ...")
+      .def("verify", &Dataset::Verify, py::arg("deep") = false,
+           "Checks every checksum (deep: decodes every image too); returns the problems found")
+      .def_property_readonly("path", &Dataset::path)
+      .def_property_readonly(
+          "format", [](const Dataset& dataset) { return dataset.reader()->info().format; },
+          "shard, lmdb or hdf5")
+      .def_property_readonly(
+          "classes", [](const Dataset& dataset) { return dataset.reader()->info().classes; },
+          "Class names: label i is classes[i] (empty for list-file inputs)")
+      .def_property_readonly("verify_checksums", &Dataset::verify_checksums)
+      .def(py::pickle(
+          // A dataset pickles as its path: spawned DataLoader workers reopen it themselves.
+          [](const Dataset& dataset) {
+            return py::make_tuple(dataset.path(), dataset.verify_checksums());
+          },
+          [](const py::tuple& state) {
+            return Dataset(state[0].cast<std::string>(), state[1].cast<bool>());
+          }));
+}
+
+}  // namespace packrec::python

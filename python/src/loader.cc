@@ -1,0 +1,279 @@
+// packrec.Loader's C++ half: the batch loader and the GPU uploader, with batches handed to
+// NumPy (and from there to torch) without a copy.
+//
+// Zero copy: a batch's images stay in the loader's (pinned) pool buffer. Each array made from a
+// batch holds a reference to its _Batch object, which holds the shared_ptr<const Batch>; the
+// buffer returns to the pool only when the last array (and tensor made from it) is gone.
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <mutex>
+#include <string>
+
+#include "bindings.h"
+#include "packrec/gpu.h"
+#include "packrec/loader.h"
+
+namespace packrec::python {
+namespace {
+
+struct BatchHandle {
+  std::shared_ptr<const Batch> batch;
+};
+
+struct GpuBatchHandle {
+  std::shared_ptr<GpuBatch> gpu;
+  std::optional<Normalize> normalize;
+};
+
+template <typename T>
+py::array ArrayOver(const T* data, std::vector<py::ssize_t> shape, const py::object& owner) {
+  // The array is writable: the batch is the consumer's until it lets go of it (normalising in
+  // place is fine), and torch.from_numpy warns about read-only arrays.
+  return py::array_t<T>(std::move(shape), data, owner);
+}
+
+py::dict CudaArrayInterface(const void* data, py::tuple shape, const char* typestr) {
+  py::dict out;
+  out["shape"] = std::move(shape);
+  out["typestr"] = typestr;
+  out["data"] = py::make_tuple(reinterpret_cast<std::uintptr_t>(data), false);
+  out["strides"] = py::none();
+  // Version 2: no "stream" key; packrec.Loader makes torch's current stream wait on the upload
+  // itself (GpuBatch::MakeStreamWait) before it makes the tensor.
+  out["version"] = 2;
+  return out;
+}
+
+class PyLoader {
+ public:
+  PyLoader(const py::object& dataset, const LoaderOptions& options, std::optional<int> cuda_device,
+           std::optional<Normalize> normalize)
+      : reader_(ReaderOf(dataset)), normalize_(normalize) {
+    loader_ = ValueOrThrow(Loader::Create(reader_, options));
+    if (cuda_device) {
+      GpuUploaderOptions upload;
+      upload.device = *cuda_device;
+      upload.normalize = normalize;
+      uploader_ = ValueOrThrow(GpuUploader::Create(upload));
+    }
+  }
+
+  void StartEpoch(std::uint64_t epoch) {
+    py::gil_scoped_release release;
+    std::lock_guard lock(mutex_);
+    loader_->StartEpoch(epoch);
+  }
+
+  // The next batch of the epoch on the host, or None after the last.
+  py::object Next() {
+    std::shared_ptr<const Batch> batch = NextBatch();
+    if (batch == nullptr) return py::none();
+    return py::cast(BatchHandle{std::move(batch)});
+  }
+
+  // The next batch, its upload to the device started; None after the last.
+  py::object NextOnDevice() {
+    if (uploader_ == nullptr) {
+      ThrowStatus(Status::InvalidArgument("this loader was made without a CUDA device"));
+    }
+    std::shared_ptr<const Batch> batch = NextBatch();
+    if (batch == nullptr) return py::none();
+    Result<std::shared_ptr<GpuBatch>> uploaded = [&] {
+      py::gil_scoped_release release;
+      return uploader_->Upload(std::move(batch));
+    }();
+    return py::cast(GpuBatchHandle{ValueOrThrow(std::move(uploaded)), normalize_});
+  }
+
+  std::uint64_t batches_per_epoch() const { return loader_->batches_per_epoch(); }
+  std::uint64_t records_per_epoch() const { return loader_->records_per_epoch(); }
+
+  py::dict Stats() const {
+    const LoaderStats stats = loader_->stats();
+    py::dict out;
+    out["images"] = stats.images;
+    out["skipped"] = stats.skipped;
+    out["consumer_wait_seconds"] = stats.consumer_wait_seconds;
+    out["decode_seconds"] = stats.decode_seconds;
+    return out;
+  }
+
+ private:
+  std::shared_ptr<const Batch> NextBatch() {
+    Result<std::shared_ptr<const Batch>> next = [&] {
+      py::gil_scoped_release release;
+      std::lock_guard lock(mutex_);
+      return loader_->Next();
+    }();
+    return ValueOrThrow(std::move(next));
+  }
+
+  std::shared_ptr<const Reader> reader_;
+  std::optional<Normalize> normalize_;
+  std::unique_ptr<Loader> loader_;
+  std::unique_ptr<GpuUploader> uploader_;
+  std::mutex mutex_;  // Next and StartEpoch from one thread at a time, as Loader requires
+};
+
+LoaderOptions MakeOptions(std::uint32_t batch_size, unsigned threads, std::uint32_t prefetch,
+                          const std::string& shuffle, std::uint64_t seed,
+                          std::uint32_t shuffle_window, bool drop_last, std::uint32_t rank,
+                          std::uint32_t world_size, const std::string& transform,
+                          std::uint32_t output_size, std::uint32_t resize_size,
+                          std::pair<float, float> scale, std::pair<float, float> ratio,
+                          bool random_flip, const std::string& on_bad_record, bool pin_memory) {
+  LoaderOptions options;
+  options.batch_size = batch_size;
+  options.threads = threads;
+  options.prefetch_batches = prefetch;
+  options.shuffle = shuffle == "none"       ? ShuffleMode::kNone
+                    : shuffle == "windowed" ? ShuffleMode::kWindowed
+                                            : ShuffleMode::kGlobal;
+  options.seed = seed;
+  options.shuffle_window = shuffle_window;
+  options.drop_last = drop_last;
+  options.rank = rank;
+  options.world_size = world_size;
+  options.transform = transform == "none"    ? TransformKind::kNone
+                      : transform == "train" ? TransformKind::kTrain
+                                             : TransformKind::kEval;
+  options.output_size = output_size;
+  options.resize_size = resize_size;
+  options.min_scale = scale.first;
+  options.max_scale = scale.second;
+  options.min_ratio = ratio.first;
+  options.max_ratio = ratio.second;
+  options.random_flip = random_flip;
+  options.on_bad_record = on_bad_record == "skip" ? OnBadRecord::kSkip : OnBadRecord::kRaise;
+  options.pin_memory = pin_memory;
+  return options;
+}
+
+}  // namespace
+
+void BindLoader(py::module_& module) {
+  py::class_<BatchHandle>(module, "Batch",
+                          "One batch from the loader; its arrays share the loader's buffer")
+      .def_property_readonly("epoch", [](const BatchHandle& b) { return b.batch->epoch(); })
+      .def_property_readonly("index", [](const BatchHandle& b) { return b.batch->index(); })
+      .def("__len__", [](const BatchHandle& b) { return b.batch->size(); })
+      .def_property_readonly("skipped", [](const BatchHandle& b) { return b.batch->skipped(); })
+      .def_property_readonly("pinned", [](const BatchHandle& b) { return b.batch->pinned(); })
+      .def_property_readonly(
+          "address",
+          [](const BatchHandle& b) { return reinterpret_cast<std::uintptr_t>(b.batch->data()); },
+          "Where the images lie in the loader's buffer (for checking that nothing was copied)")
+      .def_property_readonly(
+          "images",
+          [](const py::object& self) {
+            const Batch& batch = *self.cast<const BatchHandle&>().batch;
+            return ArrayOver(batch.data(),
+                             {batch.size(), batch.height(), batch.width(), py::ssize_t{3}}, self);
+          },
+          "N x H x W x 3 uint8 RGB (NHWC), over the loader's buffer")
+      .def_property_readonly(
+          "labels",
+          [](const py::object& self) {
+            const Batch& batch = *self.cast<const BatchHandle&>().batch;
+            return ArrayOver(batch.labels().data(), {batch.size()}, self);
+          },
+          "N int64 labels")
+      .def_property_readonly(
+          "indices",
+          [](const py::object& self) {
+            const Batch& batch = *self.cast<const BatchHandle&>().batch;
+            return ArrayOver(batch.record_indices().data(), {batch.size()}, self);
+          },
+          "N uint64 record indices")
+      .def(
+          "encoded",
+          [](const BatchHandle& b) {
+            py::list out;
+            for (std::uint32_t i = 0; i < b.batch->size(); ++i) {
+              const std::span<const std::byte> bytes = b.batch->encoded(i);
+              out.append(py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+            }
+            return out;
+          },
+          "transform='none': each record's encoded bytes");
+
+  py::class_<GpuBatchHandle>(module, "GpuBatch", "A batch whose upload to the device has begun")
+      .def_property_readonly(
+          "host",
+          [](const GpuBatchHandle& b) {
+            // Shares the host batch: the GpuBatch keeps it alive anyway.
+            return BatchHandle{std::shared_ptr<const Batch>(b.gpu, &b.gpu->host())};
+          })
+      .def("wait",
+           [](const GpuBatchHandle& b) {
+             Status status;
+             {
+               py::gil_scoped_release release;
+               status = b.gpu->Wait();
+             }
+             CheckOk(status);
+           })
+      .def(
+          "make_stream_wait",
+          [](const GpuBatchHandle& b, std::uintptr_t stream) {
+            CheckOk(b.gpu->MakeStreamWait(reinterpret_cast<void*>(stream)));
+          },
+          py::arg("stream"), "Makes a cudaStream_t (an int, as torch's .cuda_stream) wait")
+      .def_property_readonly("images_interface",
+                             [](const GpuBatchHandle& b) {
+                               const Batch& host = b.gpu->host();
+                               return CudaArrayInterface(
+                                   b.gpu->images(),
+                                   py::make_tuple(host.size(), host.height(), host.width(), 3),
+                                   "|u1");
+                             })
+      .def_property_readonly("normalized_interface", [](const GpuBatchHandle& b) -> py::object {
+        if (b.gpu->normalized() == nullptr) return py::none();
+        const Batch& host = b.gpu->host();
+        return CudaArrayInterface(b.gpu->normalized(),
+                                  py::make_tuple(host.size(), 3, host.height(), host.width()),
+                                  b.normalize && b.normalize->half ? "<f2" : "<f4");
+      });
+
+  py::class_<PyLoader>(module, "_Loader")
+      .def(py::init([](const py::object& dataset, std::uint32_t batch_size, unsigned threads,
+                       std::uint32_t prefetch, const std::string& shuffle, std::uint64_t seed,
+                       std::uint32_t shuffle_window, bool drop_last, std::uint32_t rank,
+                       std::uint32_t world_size, const std::string& transform,
+                       std::uint32_t output_size, std::uint32_t resize_size,
+                       std::pair<float, float> scale, std::pair<float, float> ratio,
+                       bool random_flip, const std::string& on_bad_record, bool pin_memory,
+                       std::optional<int> cuda_device, std::optional<py::tuple> normalize) {
+             std::optional<Normalize> norm;
+             if (normalize) {
+               Normalize n;
+               for (int c = 0; c < 3; ++c) {
+                 n.mean[c] = (*normalize)[0].cast<py::sequence>()[c].cast<float>();
+                 n.std[c] = (*normalize)[1].cast<py::sequence>()[c].cast<float>();
+               }
+               n.half = (*normalize)[2].cast<bool>();
+               norm = n;
+             }
+             return std::make_unique<PyLoader>(
+                 dataset,
+                 MakeOptions(batch_size, threads, prefetch, shuffle, seed, shuffle_window,
+                             drop_last, rank, world_size, transform, output_size, resize_size,
+                             scale, ratio, random_flip, on_bad_record, pin_memory),
+                 cuda_device, norm);
+           }),
+           py::arg("dataset"), py::arg("batch_size"), py::arg("threads"), py::arg("prefetch"),
+           py::arg("shuffle"), py::arg("seed"), py::arg("shuffle_window"), py::arg("drop_last"),
+           py::arg("rank"), py::arg("world_size"), py::arg("transform"), py::arg("output_size"),
+           py::arg("resize_size"), py::arg("scale"), py::arg("ratio"), py::arg("random_flip"),
+           py::arg("on_bad_record"), py::arg("pin_memory"), py::arg("cuda_device"),
+           py::arg("normalize"))
+      .def("start_epoch", &PyLoader::StartEpoch, py::arg("epoch"))
+      .def("next", &PyLoader::Next)
+      .def("next_on_device", &PyLoader::NextOnDevice)
+      .def_property_readonly("batches_per_epoch", &PyLoader::batches_per_epoch)
+      .def_property_readonly("records_per_epoch", &PyLoader::records_per_epoch)
+      .def("stats", &PyLoader::Stats);
+}
+
+}  // namespace packrec::python
