@@ -1,0 +1,37 @@
+#!/usr/bin/env python3
+"""pip install . into a fresh virtual environment, offline, with what Debian provides; then the
+installed package (not the source or build tree) converts, reads and loads.
+
+Usage: pip_install_check.py SOURCE_DIR WORK_DIR
+"""
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+source, work = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+shutil.rmtree(work, ignore_errors=True)
+work.mkdir(parents=True)
+venv = work / "venv"
+subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+python = venv / "bin" / "python"
+# Host-only module for speed (the CUDA path is the same C++ as the main build's); no index: the
+# build must not need the network.
+env = dict(os.environ, PACKREC_CMAKE_ARGS="-DPACKREC_WITH_CUDA=OFF", PIP_NO_INDEX="1",
+           PYTHONPATH="")
+subprocess.run([python, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps",
+                str(source)], check=True, env=env, cwd=work)
+check = r"""
+import pathlib, sys
+import packrec, packrec.torch
+assert pathlib.Path(packrec.__file__).resolve().is_relative_to(pathlib.Path(sys.prefix).resolve()), packrec.__file__
+packrec.synth("tree", classes=2, per_class=10, seed=1, width=96, height=80)
+assert packrec.convert("tree", "ds.pkr")["records_written"] == 20
+ds = packrec.open("ds.pkr")
+assert len(ds) == 20 and ds[0][2].startswith(ds.classes[0])
+images, labels = next(iter(packrec.Loader(ds, batch_size=8, size=32)))
+assert tuple(images.shape) == (8, 32, 32, 3)
+print("installed packrec", packrec.__version__, "at", packrec.__file__)
+"""
+subprocess.run([python, "-c", check], check=True, env=env, cwd=work)
