@@ -46,9 +46,9 @@ struct ConvertStats {
   double elapsed_seconds = 0;
 };
 
-// Called from the writing thread after the first record, about every 200 ms, and after the last. A non-OK status
-// stops the conversion (Python's Ctrl-C, a callback that raised): Convert removes what it wrote
-// and returns that status.
+// Called from the writing thread after the first record, about every 200 ms, and after the last. A
+// non-OK status stops the conversion (Python's Ctrl-C, a callback that raised): Convert removes
+// what it wrote and returns that status.
 using ProgressCallback = std::function<Status(const ConvertProgress&)>;
 
 // Errors: InvalidArgument (bad option; the message names it), NotFound (missing input, no images

@@ -275,9 +275,8 @@ Result<ConvertStats> Convert(const ConvertOptions& options, const ProgressCallba
       report.records_done = i + 1;
       report.input_bytes = stats.input_bytes;
       const Clock::time_point now = Clock::now();
-      if (progress &&
-          (i == 0 || now - last_report > std::chrono::milliseconds(200) ||
-           i + 1 == listing.items.size())) {
+      if (progress && (i == 0 || now - last_report > std::chrono::milliseconds(200) ||
+                       i + 1 == listing.items.size())) {
         report.elapsed_seconds = std::chrono::duration<double>(now - start).count();
         failure = progress(report);
         last_report = now;
