@@ -2,8 +2,9 @@
 # The main job on an embedded default: build packrec, make a synthetic ImageNet-like tree, convert
 # it to every format (packrec shards, LMDB, HDF5), read each back, verify every checksum and decode
 # every image, extract and compare byte for byte, print a table of size, conversion time and read
-# throughput per format, then run `packrec bench --quick` over the tree and the three datasets
-# (storage probe, access patterns, loader stages, bottleneck and recommendation).
+# throughput per format, read each from Python (packrec.open, packrec.Loader), then run
+# `packrec bench --quick` over the tree and the three datasets (storage probe, access patterns,
+# loader stages, bottleneck and recommendation).
 #   scripts/demo.sh [WORK_DIR]     (default: ./out/demo)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,6 +48,23 @@ for format in shard lmdb hdf5; do
   printf '%-7s %10s %12.2f %18s\n' "$format" "${size[$format]}" "${convert_s[$format]}" \
     "${read_mbs[$format]}"
 done
+
+step "from Python: packrec.open and packrec.Loader over every format (torch tensors, no copy)"
+PYTHONPATH=build-release/python /usr/bin/python3 - "$work" <<'PY'
+import sys, time
+import packrec
+work = sys.argv[1]
+for fmt in ("shard", "lmdb", "hdf5"):
+    ds = packrec.open(f"{work}/dataset.{fmt}")
+    data, label, key = ds[len(ds) // 2]
+    loader = packrec.Loader(ds, batch_size=100, threads=0, transform="train", seed=1)
+    start, images = time.monotonic(), 0
+    for batch, labels in loader:
+        images += len(labels)
+    rate = images / (time.monotonic() - start)
+    print(f"{fmt:6} {len(ds)} records; ds[{len(ds) // 2}] = {key} (label {label}, {len(data)} bytes); "
+          f"one train epoch: {images} images as {tuple(batch.shape)} {batch.dtype} batches, {rate:.0f} images/s")
+PY
 
 step "packrec bench --quick: is the data delivered fast enough? (loose files vs every format)"
 $packrec bench "$work/tree" "$work/dataset.shard" "$work/dataset.lmdb" "$work/dataset.hdf5" \
