@@ -49,8 +49,8 @@ class PyLoader {
  public:
   PyLoader(const py::object& dataset, const LoaderOptions& options, std::optional<int> cuda_device,
            std::optional<Normalize> normalize)
-      : reader_(ReaderOf(dataset)), normalize_(normalize) {
-    loader_ = ValueOrThrow(Loader::Create(reader_, options));
+      : normalize_(normalize) {
+    loader_ = ValueOrThrow(Loader::Create(ReaderOf(dataset), options));  // it keeps the reader
     if (cuda_device) {
       GpuUploaderOptions upload;
       upload.device = *cuda_device;
@@ -109,7 +109,6 @@ class PyLoader {
     return ValueOrThrow(std::move(next));
   }
 
-  std::shared_ptr<const Reader> reader_;
   std::optional<Normalize> normalize_;
   std::unique_ptr<Loader> loader_;
   std::unique_ptr<GpuUploader> uploader_;
