@@ -1,9 +1,12 @@
 // The batch loader: turns any packrec dataset into batches of decoded, transformed images in
 // reusable (pinned, when CUDA is there) host buffers, decoding on N threads ahead of the consumer.
 //
-// Order: each epoch's order depends only on (seed, epoch, dataset size, rank, world_size), never on
-// thread timing, and batches are delivered in that order. Random crops and flips are drawn from a
-// generator seeded by (seed, epoch, record index), so a batch's pixels are reproducible too.
+// Order: each epoch has one global sequence of records, a pure function of (dataset size, seed,
+// epoch, shuffle mode), never of threads, prefetch or timing; it is cut into global batches of
+// batch_size x world_size records, and rank r's batch s is the r-th slice of global batch s.
+// Batches are delivered in that order. Random crops and flips are drawn from a generator seeded by
+// (seed, epoch, record index), so a batch's pixels are reproducible too. docs/loader.md has the
+// rules, including resuming (State, Resume) and changing world_size on resume.
 //
 // Memory: batch buffers of batch_size x H x W x 3 bytes are allocated once and reused: a batch
 // handed to the consumer goes back to the pool when its last shared_ptr is released. At most
@@ -18,8 +21,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "packrec/decode.h"
@@ -43,6 +49,15 @@ enum class ShuffleMode : std::uint8_t {
   kWindowed,
 };
 
+// The end of an epoch whose length does not divide into global batches (batch_size x world_size).
+enum class LastBatch : std::uint8_t {
+  kShort,  // the last global batch is short, split as evenly as the ranks allow (a rank's share
+           // may be empty): every record exactly once per epoch across all ranks
+  kPad,    // the last global batch is filled up by repeating the epoch's first records, so every
+           // batch of every rank is full (DistributedSampler, DALI's pad_last_batch)
+  kDrop,   // the last partial global batch is left out (drop_last)
+};
+
 enum class OnBadRecord : std::uint8_t {
   kRaise,  // Next returns the error, naming the record index and key
   kSkip,   // the record is left out of its batch (which is then shorter) and counted
@@ -55,10 +70,7 @@ struct LoaderOptions {
   ShuffleMode shuffle = ShuffleMode::kGlobal;
   std::uint64_t seed = 0;
   std::uint32_t shuffle_window = 4096;  // kWindowed: records per window
-  // The last, partial batch of an epoch: kept (false) or dropped. With world_size > 1, also how
-  // an epoch that does not divide evenly is made equal across ranks: padded by repeating the
-  // first records of the epoch's order (false, as PyTorch's DistributedSampler) or cut (true).
-  bool drop_last = false;
+  LastBatch last_batch = LastBatch::kShort;
   std::uint32_t rank = 0;
   std::uint32_t world_size = 1;
   TransformKind transform = TransformKind::kEval;
@@ -74,6 +86,37 @@ struct LoaderOptions {
   DecodeLimits limits;
 };
 
+// Where a loader is in its sequence, small enough for a checkpoint (ToJson). It names everything
+// the order depends on, so a loader resumed from it continues with exactly the next record or
+// refuses; it does not depend on the rank, so any rank's state resumes every rank.
+struct LoaderState {
+  std::string fingerprint;  // DatasetFingerprint of the dataset
+  std::uint64_t record_count = 0;
+  std::uint64_t seed = 0;
+  ShuffleMode shuffle = ShuffleMode::kGlobal;
+  std::uint32_t shuffle_window = 0;  // kWindowed only; 0 otherwise
+  LastBatch last_batch = LastBatch::kShort;
+  std::uint64_t global_batch_size = 0;  // batch_size x world_size when saved
+  std::uint32_t world_size = 1;         // when saved (informational: any world_size may resume)
+  std::uint64_t epoch = 0;
+  // Records of the epoch's global sequence delivered: a multiple of global_batch_size, or the
+  // epoch's length once its last batch is out.
+  std::uint64_t position = 0;
+
+  std::string ToJson() const;
+  // Errors: InvalidInput naming the field that is missing, of the wrong type or out of range.
+  static Result<LoaderState> FromJson(std::string_view text);
+};
+
+// What an epoch holds for one rank under the options (LastBatch says how its end was made).
+struct EpochPlan {
+  std::uint64_t global_records = 0;  // the epoch's sequence, all ranks, padding included
+  std::uint64_t batches = 0;         // per rank; the same for every rank
+  std::uint64_t records = 0;         // this rank's, padding included
+  std::uint64_t padded = 0;          // repeats added at the end (kPad), all ranks
+  std::uint64_t dropped = 0;         // records left out (kDrop), all ranks
+};
+
 // One batch. Images are N x H x W x 3 uint8 (RGB, rows top to bottom), N = size().
 class Batch {
  public:
@@ -83,6 +126,7 @@ class Batch {
   std::uint32_t height() const { return height_; }
   std::uint32_t width() const { return width_; }
   std::uint32_t skipped() const { return skipped_; }  // bad records left out (kSkip)
+  std::uint32_t padded() const { return padded_; }    // trailing repeats (LastBatch::kPad)
   bool pinned() const { return pinned_; }
   std::span<const std::uint8_t> images() const { return {images_, image_bytes() * size_}; }
   std::span<const std::uint8_t> image(std::uint32_t i) const {
@@ -107,6 +151,7 @@ class Batch {
   std::uint32_t height_ = 0;
   std::uint32_t width_ = 0;
   std::uint32_t skipped_ = 0;
+  std::uint32_t padded_ = 0;
   bool pinned_ = false;
   std::uint8_t* images_ = nullptr;  // owned by the pool
   std::vector<std::int64_t> labels_;
@@ -124,24 +169,86 @@ struct LoaderStats {
 
 class Loader {
  public:
-  // Errors: InvalidArgument for bad options (named).
-  static Result<std::unique_ptr<Loader>> Create(std::shared_ptr<const Reader> reader,
-                                                const LoaderOptions& options);
+  // Starts at epoch 0, or where `resume_from` says (as Resume; no record before it is read).
+  // Errors: InvalidArgument for bad options (named); Resume's errors.
+  static Result<std::unique_ptr<Loader>> Create(
+      std::shared_ptr<const Reader> reader, const LoaderOptions& options,
+      const std::optional<LoaderState>& resume_from = std::nullopt);
   virtual ~Loader() = default;
 
   // Begins `epoch` (abandoning what is left of the current one). Epoch 0 starts by itself.
   virtual void StartEpoch(std::uint64_t epoch) = 0;
+  // Where the consumer is: the batches Next has returned count as consumed.
+  virtual LoaderState State() const = 0;
+  // Continues from `state`: its epoch, at its position, in O(1) (nothing before it is read or
+  // decoded). Errors: InvalidArgument when the state is of another dataset (fingerprint) or
+  // was saved under options that give another order (seed, shuffle, shuffle_window, last_batch),
+  // or when its position does not fall on a global batch of this loader (batch_size x
+  // world_size); the message names what differs. The loader is unchanged after an error.
+  virtual Status Resume(const LoaderState& state) = 0;
   // The epoch's next batch, in order; nullptr after its last one. A bad record (kRaise) or a
   // failure inside a worker is returned here, with the record's index and key.
   virtual Result<std::shared_ptr<const Batch>> Next() = 0;
   virtual std::uint64_t batches_per_epoch() const = 0;
   virtual std::uint64_t records_per_epoch() const = 0;  // this rank's
+  virtual EpochPlan plan() const = 0;
   virtual LoaderStats stats() const = 0;
 };
 
-// The record indices this rank reads in `epoch`, in order (what the loader uses).
+// The names LoaderState's JSON and the Python API use: "none" "global" "windowed"; "short" "pad"
+// "drop". Parse* return false for any other name.
+std::string_view ShuffleModeName(ShuffleMode mode);
+std::string_view LastBatchName(LastBatch mode);
+bool ParseShuffleMode(std::string_view name, ShuffleMode* mode);
+bool ParseLastBatch(std::string_view name, LastBatch* mode);
+
+// One epoch's global sequence, by position, in O(1) time and memory per lookup: shuffles are
+// keyed pseudo-random permutations (a Feistel network over the index bits, cycle-walked into
+// [0, record_count)), not materialised arrays, so a billion-record epoch costs nothing to set up
+// and resuming at any position reads nothing before it.
+class EpochSequence {
+ public:
+  EpochSequence(std::uint64_t record_count, const LoaderOptions& options, std::uint64_t epoch);
+
+  std::uint64_t global_batch_size() const { return global_batch_; }
+  // The sequence's length (padding included) and its global batches.
+  std::uint64_t length() const { return length_; }
+  std::uint64_t batches() const { return batches_; }
+  // The record at `position` < length(); positions past the records repeat the epoch's start.
+  std::uint64_t At(std::uint64_t position) const;
+  // The positions [begin, end) of `rank`'s part of global batch `batch`.
+  std::pair<std::uint64_t, std::uint64_t> Slice(std::uint64_t batch, std::uint32_t rank) const;
+  EpochPlan Plan(std::uint32_t rank) const;
+
+ private:
+  struct Permutation {
+    std::uint64_t size = 0;
+    std::uint32_t half_bits = 0;
+    std::uint64_t keys[6] = {};
+    std::uint64_t Forward(std::uint64_t index) const;
+    std::uint64_t Inverse(std::uint64_t index) const;
+  };
+  static Permutation MakePermutation(std::uint64_t size, std::uint64_t key);
+  std::uint64_t Shuffled(std::uint64_t position) const;
+
+  std::uint64_t record_count_ = 0;
+  LoaderOptions options_;
+  std::uint64_t epoch_ = 0;
+  std::uint64_t global_batch_ = 0;
+  std::uint64_t length_ = 0;
+  std::uint64_t batches_ = 0;
+  Permutation order_;            // kGlobal: of the records; kWindowed: of the windows
+  std::uint64_t short_slot_ = 0;  // kWindowed: where the last, short window is visited
+};
+
+// The record indices this rank reads in `epoch`, in order (what the loader reads).
 std::vector<std::uint64_t> EpochOrder(std::uint64_t record_count, const LoaderOptions& options,
                                       std::uint64_t epoch);
+
+// Identifies a dataset's records and their order (hex xxHash64 of its manifest's record count,
+// label count, rejected count and input-listing hash): the same for one listing converted to
+// any format, different when records were added, removed or reordered.
+std::string DatasetFingerprint(const DatasetInfo& info);
 
 // The source region kEval and kTrain decode for a width x height image (kTrain: record
 // `record_index` of `epoch`), and whether kTrain flips it.

@@ -26,6 +26,7 @@ class BatchFiller {
     batch.index_ = index;
     batch.size_ = 0;
     batch.skipped_ = 0;
+    batch.padded_ = 0;
     batch.encoded_.clear();
     batch.encoded_offsets_.assign(1, 0);
   }
@@ -51,6 +52,7 @@ class BatchFiller {
     batch.encoded_offsets_.push_back(batch.encoded_.size());
   }
   static void Skip(Batch& batch) { ++batch.skipped_; }
+  static void SetPadded(Batch& batch, std::uint32_t padded) { batch.padded_ = padded; }
 };
 
 namespace {
@@ -113,13 +115,17 @@ Status ValidateOptions(const LoaderOptions& options) {
 
 class LoaderImpl final : public Loader {
  public:
-  LoaderImpl(std::shared_ptr<const Reader> reader, const LoaderOptions& options)
-      : reader_(std::move(reader)), options_(options) {
+  LoaderImpl(std::shared_ptr<const Reader> reader, const LoaderOptions& options,
+             std::uint64_t epoch, std::uint64_t first_batch)
+      : reader_(std::move(reader)),
+        options_(options),
+        fingerprint_(DatasetFingerprint(reader_->info())),
+        sequence_(reader_->size(), options_, 0) {
     for (std::uint32_t i = 0; i < options_.prefetch_batches; ++i) free_.push_back(NewBuffer());
     pool_->owner = this;
     const unsigned threads =
         options_.threads > 0 ? options_.threads : std::max(1u, std::thread::hardware_concurrency());
-    BeginEpoch(0);
+    BeginEpoch(epoch, first_batch);
     for (unsigned t = 0; t < threads; ++t) workers_.emplace_back([this] { Work(); });
   }
 
@@ -136,8 +142,81 @@ class LoaderImpl final : public Loader {
 
   void StartEpoch(std::uint64_t epoch) override {
     std::lock_guard lock(mutex_);
-    BeginEpoch(epoch);
+    BeginEpoch(epoch, 0);
     work_.notify_all();
+  }
+
+  LoaderState State() const override {
+    std::lock_guard lock(mutex_);
+    LoaderState state;
+    state.fingerprint = fingerprint_;
+    state.record_count = reader_->size();
+    state.seed = options_.seed;
+    state.shuffle = options_.shuffle;
+    state.shuffle_window = options_.shuffle == ShuffleMode::kWindowed ? options_.shuffle_window : 0;
+    state.last_batch = options_.last_batch;
+    state.global_batch_size = sequence_.global_batch_size();
+    state.world_size = options_.world_size;
+    state.epoch = epoch_;
+    state.position = std::min(sequence_.length(), next_deliver_ * sequence_.global_batch_size());
+    return state;
+  }
+
+  Status Resume(const LoaderState& state) override {
+    Result<std::uint64_t> first_batch = FirstBatchOf(state, *reader_, options_, fingerprint_);
+    if (!first_batch.ok()) return first_batch.status();
+    std::lock_guard lock(mutex_);
+    BeginEpoch(state.epoch, *first_batch);
+    work_.notify_all();
+    return Status::OK();
+  }
+
+  // The batch `state` resumes at, or why this loader cannot continue its sequence.
+  static Result<std::uint64_t> FirstBatchOf(const LoaderState& state, const Reader& reader,
+                                            const LoaderOptions& options,
+                                            const std::string& fingerprint) {
+    const auto differs = [](const std::string& what, const std::string& saved,
+                            const std::string& now) {
+      return Status::InvalidArgument("cannot resume: the state was saved with " + what + " " +
+                                     saved + ", this loader has " + now +
+                                     "; resuming would not continue the same sequence");
+    };
+    if (state.fingerprint != fingerprint || state.record_count != reader.size()) {
+      return differs("dataset fingerprint", state.fingerprint + " (" +
+                         std::to_string(state.record_count) + " records)",
+                     fingerprint + " (" + std::to_string(reader.size()) + " records)");
+    }
+    if (state.seed != options.seed) {
+      return differs("seed", std::to_string(state.seed), std::to_string(options.seed));
+    }
+    if (state.shuffle != options.shuffle) {
+      return differs("shuffle", std::string(ShuffleModeName(state.shuffle)),
+                     std::string(ShuffleModeName(options.shuffle)));
+    }
+    if (options.shuffle == ShuffleMode::kWindowed &&
+        state.shuffle_window != options.shuffle_window) {
+      return differs("shuffle_window", std::to_string(state.shuffle_window),
+                     std::to_string(options.shuffle_window));
+    }
+    if (state.last_batch != options.last_batch) {
+      return differs("last_batch", std::string(LastBatchName(state.last_batch)),
+                     std::string(LastBatchName(options.last_batch)));
+    }
+    const EpochSequence sequence(reader.size(), options, state.epoch);
+    if (state.position == sequence.length()) return sequence.batches();
+    if (state.position > sequence.length() ||
+        state.position % sequence.global_batch_size() != 0) {
+      return Status::InvalidArgument(
+          "cannot resume: position " + std::to_string(state.position) + " of epoch " +
+          std::to_string(state.epoch) + " (saved with a global batch of " +
+          std::to_string(state.global_batch_size) +
+          ") is not the start of a global batch of this loader (batch_size " +
+          std::to_string(options.batch_size) + " x world_size " +
+          std::to_string(options.world_size) + " = " +
+          std::to_string(sequence.global_batch_size()) + ", epoch of " +
+          std::to_string(sequence.length()) + ")");
+    }
+    return state.position / sequence.global_batch_size();
   }
 
   Result<std::shared_ptr<const Batch>> Next() override {
@@ -168,7 +247,11 @@ class LoaderImpl final : public Loader {
   }
   std::uint64_t records_per_epoch() const override {
     std::lock_guard lock(mutex_);
-    return order_.size();
+    return sequence_.Plan(options_.rank).records;
+  }
+  EpochPlan plan() const override {
+    std::lock_guard lock(mutex_);
+    return sequence_.Plan(options_.rank);
   }
   LoaderStats stats() const override {
     std::lock_guard lock(mutex_);
@@ -211,16 +294,15 @@ class LoaderImpl final : public Loader {
     return pool_->buffers.back().get();
   }
 
-  // REQUIRES: mutex_ held.
-  void BeginEpoch(std::uint64_t epoch) {
+  // Starts `epoch` at `first_batch` (O(1): the sequence is computed by position, not stored).
+  // REQUIRES: mutex_ held, or the constructor.
+  void BeginEpoch(std::uint64_t epoch, std::uint64_t first_batch) {
     ++generation_;
     epoch_ = epoch;
-    order_ = EpochOrder(reader_->size(), options_, epoch);
-    const std::uint64_t n = order_.size();
-    batches_ = options_.drop_last ? n / options_.batch_size
-                                  : (n + options_.batch_size - 1) / options_.batch_size;
-    next_claim_ = 0;
-    next_deliver_ = 0;
+    sequence_ = EpochSequence(reader_->size(), options_, epoch);
+    batches_ = sequence_.batches();
+    next_claim_ = std::min(first_batch, batches_);
+    next_deliver_ = next_claim_;
     for (auto& [index, finished] : ready_) {
       if (finished.pooled != nullptr) free_.push_back(finished.pooled);
     }
@@ -230,6 +312,7 @@ class LoaderImpl final : public Loader {
   void Work() {
     ReadScratch read_scratch;
     DecodeScratch decode_scratch;
+    std::vector<std::uint64_t> records;
     std::unique_lock lock(mutex_);
     for (;;) {
       work_.wait(lock, [&] {
@@ -258,16 +341,20 @@ class LoaderImpl final : public Loader {
           continue;
         }
       }
-      const std::uint64_t begin = index * options_.batch_size;
-      const std::uint64_t end = std::min<std::uint64_t>(order_.size(), begin + options_.batch_size);
-      const std::vector<std::uint64_t> records(order_.begin() + static_cast<std::ptrdiff_t>(begin),
-                                               order_.begin() + static_cast<std::ptrdiff_t>(end));
+      const EpochSequence sequence = sequence_;  // BeginEpoch may replace it meanwhile
       lock.unlock();
 
       const Clock::time_point start = Clock::now();
+      const auto [begin, end] = sequence.Slice(index, options_.rank);
+      records.clear();
+      for (std::uint64_t position = begin; position < end; ++position) {
+        records.push_back(sequence.At(position));
+      }
+      const std::uint64_t real_end = std::max(begin, std::min(end, reader_->size()));
       Status status;
       try {
         status = Fill(pooled->batch, epoch, index, records, read_scratch, decode_scratch);
+        BatchFiller::SetPadded(pooled->batch, static_cast<std::uint32_t>(end - real_end));
       } catch (const std::exception& error) {
         status = Status::Internal(std::string("loader worker failed: ") + error.what());
       }
@@ -350,6 +437,7 @@ class LoaderImpl final : public Loader {
 
   const std::shared_ptr<const Reader> reader_;
   const LoaderOptions options_;
+  const std::string fingerprint_;
   const std::shared_ptr<BufferPool> pool_ = std::make_shared<BufferPool>();
 
   mutable std::mutex mutex_;
@@ -358,7 +446,7 @@ class LoaderImpl final : public Loader {
   std::atomic<bool> stop_{false};  // set under mutex_ (for the waits), read without it in Fill
   std::uint64_t generation_ = 0;
   std::uint64_t epoch_ = 0;
-  std::vector<std::uint64_t> order_;
+  EpochSequence sequence_;
   std::uint64_t batches_ = 0;
   std::uint64_t next_claim_ = 0;
   std::uint64_t next_deliver_ = 0;
@@ -371,10 +459,20 @@ class LoaderImpl final : public Loader {
 }  // namespace
 
 Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Reader> reader,
-                                               const LoaderOptions& options) {
+                                               const LoaderOptions& options,
+                                               const std::optional<LoaderState>& resume_from) {
   if (reader == nullptr) return Status::InvalidArgument("no reader");
   PACKREC_RETURN_IF_ERROR(ValidateOptions(options));
-  return std::unique_ptr<Loader>(new LoaderImpl(std::move(reader), options));
+  std::uint64_t epoch = 0;
+  std::uint64_t first_batch = 0;
+  if (resume_from) {
+    Result<std::uint64_t> first = LoaderImpl::FirstBatchOf(*resume_from, *reader, options,
+                                                           DatasetFingerprint(reader->info()));
+    if (!first.ok()) return first.status();
+    epoch = resume_from->epoch;
+    first_batch = *first;
+  }
+  return std::unique_ptr<Loader>(new LoaderImpl(std::move(reader), options, epoch, first_batch));
 }
 
 }  // namespace packrec

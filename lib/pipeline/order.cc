@@ -1,9 +1,10 @@
 // Epoch orders and the geometry of the eval and train transforms: pure functions of the options,
 // the epoch and the record, so every rank and every run computes the same ones.
 #include <algorithm>
+#include <bit>
 #include <cmath>
-#include <numeric>
 
+#include "core/checksum.h"
 #include "core/random.h"
 #include "packrec/loader.h"
 
@@ -20,13 +21,16 @@ std::uint64_t MixSeed(std::uint64_t seed, std::uint64_t epoch, std::uint64_t str
   return SplitMix64(state).Next();
 }
 
-void Shuffle(std::vector<std::uint64_t>::iterator begin, std::vector<std::uint64_t>::iterator end,
-             SplitMix64& random) {
-  for (auto n = static_cast<std::uint64_t>(end - begin); n > 1; --n) {
-    std::swap(begin[static_cast<std::ptrdiff_t>(n - 1)],
-              begin[static_cast<std::ptrdiff_t>(random.Below(n))]);
-  }
+// SplitMix64's finalizer: a bijective 64-bit mix, the Feistel round function.
+std::uint64_t Mix(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
 }
+
+// Streams of MixSeed that no record index reaches (crops use record + 1).
+constexpr std::uint64_t kOrderStream = 1ull << 62;
+constexpr std::uint64_t kWindowStream = 1ull << 63;
 
 double Uniform(SplitMix64& random) {
   return static_cast<double>(random.Next() >> 11) * (1.0 / 9007199254740992.0);  // [0, 1)
@@ -39,42 +43,157 @@ std::uint32_t RoundClamped(double value, std::uint32_t high) {
 
 }  // namespace
 
-std::vector<std::uint64_t> EpochOrder(std::uint64_t record_count, const LoaderOptions& options,
-                                      std::uint64_t epoch) {
-  std::vector<std::uint64_t> order(record_count);
-  std::iota(order.begin(), order.end(), std::uint64_t{0});
-  SplitMix64 random(MixSeed(options.seed, epoch, /*stream=*/0));
+EpochSequence::Permutation EpochSequence::MakePermutation(std::uint64_t size, std::uint64_t key) {
+  Permutation permutation;
+  permutation.size = size;
+  if (size < 2) return permutation;
+  const auto bits = static_cast<std::uint32_t>(std::bit_width(size - 1));  // 2^bits >= size
+  permutation.half_bits = (bits + 1) / 2;
+  SplitMix64 random(key);
+  for (std::uint64_t& round_key : permutation.keys) round_key = random.Next();
+  return permutation;
+}
+
+// A balanced Feistel network on 2 x half_bits bits is a bijection of [0, 4^half_bits) for any
+// round function; cycle walking (apply again until the value is below size) restricts it to a
+// bijection of [0, size). 4^half_bits < 4 x size, so a walk takes under four steps on average.
+// Six rounds with a full 64-bit mixer leave no pattern a training run could notice.
+std::uint64_t EpochSequence::Permutation::Forward(std::uint64_t index) const {
+  if (size < 2) return index;
+  const std::uint64_t mask = (std::uint64_t{1} << half_bits) - 1;
+  do {
+    std::uint64_t left = index >> half_bits;
+    std::uint64_t right = index & mask;
+    for (const std::uint64_t key : keys) {
+      const std::uint64_t next = left ^ (Mix(right ^ key) & mask);
+      left = right;
+      right = next;
+    }
+    index = (left << half_bits) | right;
+  } while (index >= size);
+  return index;
+}
+
+std::uint64_t EpochSequence::Permutation::Inverse(std::uint64_t index) const {
+  if (size < 2) return index;
+  const std::uint64_t mask = (std::uint64_t{1} << half_bits) - 1;
+  do {
+    std::uint64_t left = index >> half_bits;
+    std::uint64_t right = index & mask;
+    for (int round = 5; round >= 0; --round) {
+      const std::uint64_t previous = right ^ (Mix(left ^ keys[round]) & mask);
+      right = left;
+      left = previous;
+    }
+    index = (left << half_bits) | right;
+  } while (index >= size);
+  return index;
+}
+
+EpochSequence::EpochSequence(std::uint64_t record_count, const LoaderOptions& options,
+                             std::uint64_t epoch)
+    : record_count_(record_count), options_(options), epoch_(epoch) {
+  const std::uint64_t world = std::max<std::uint32_t>(1, options.world_size);
+  global_batch_ = std::max<std::uint64_t>(1, options.batch_size) * world;
+  const std::uint64_t full = record_count / global_batch_ * global_batch_;
+  switch (options.last_batch) {
+    case LastBatch::kShort: length_ = record_count; break;
+    case LastBatch::kDrop: length_ = full; break;
+    case LastBatch::kPad: length_ = full == record_count ? full : full + global_batch_; break;
+  }
+  batches_ = (length_ + global_batch_ - 1) / global_batch_;
+  const std::uint64_t key = MixSeed(options.seed, epoch, kOrderStream);
   if (options.shuffle == ShuffleMode::kGlobal) {
-    Shuffle(order.begin(), order.end(), random);
+    order_ = MakePermutation(record_count, key);
   } else if (options.shuffle == ShuffleMode::kWindowed && record_count > 0) {
     const std::uint64_t window = std::max<std::uint32_t>(1, options.shuffle_window);
     const std::uint64_t windows = (record_count + window - 1) / window;
-    std::vector<std::uint64_t> window_order(windows);
-    std::iota(window_order.begin(), window_order.end(), std::uint64_t{0});
-    Shuffle(window_order.begin(), window_order.end(), random);
-    std::vector<std::uint64_t> windowed;
-    windowed.reserve(record_count);
-    for (const std::uint64_t w : window_order) {
-      const std::uint64_t begin = w * window;
-      const std::uint64_t end = std::min(record_count, begin + window);
-      const auto first = static_cast<std::ptrdiff_t>(windowed.size());
-      for (std::uint64_t i = begin; i < end; ++i) windowed.push_back(i);
-      Shuffle(windowed.begin() + first, windowed.end(), random);
-    }
-    order = std::move(windowed);
+    order_ = MakePermutation(windows, key);
+    if (record_count % window != 0) short_slot_ = order_.Inverse(windows - 1);
   }
-  const std::uint64_t world = std::max<std::uint32_t>(1, options.world_size);
-  if (world == 1) return order;
-  // Equal parts: cut to a multiple of world_size, or pad by repeating the order's start.
-  std::uint64_t total =
-      options.drop_last ? record_count / world * world : (record_count + world - 1) / world * world;
-  for (std::uint64_t i = 0; order.size() < total && record_count > 0; ++i)
-    order.push_back(order[i % record_count]);
-  order.resize(total);
-  std::vector<std::uint64_t> mine;
-  mine.reserve(total / world);
-  for (std::uint64_t i = options.rank; i < total; i += world) mine.push_back(order[i]);
-  return mine;
+}
+
+std::uint64_t EpochSequence::Shuffled(std::uint64_t position) const {
+  if (options_.shuffle == ShuffleMode::kNone) return position;
+  if (options_.shuffle == ShuffleMode::kGlobal) return order_.Forward(position);
+  // kWindowed: slot k of the visiting order holds window order_.Forward(k); all windows are
+  // full but the last one, whose slot is short_slot_, so positions map to slots by division on
+  // either side of it.
+  const std::uint64_t window = std::max<std::uint32_t>(1, options_.shuffle_window);
+  const std::uint64_t short_size = record_count_ % window;
+  std::uint64_t slot = position / window;
+  std::uint64_t offset = position % window;
+  if (short_size != 0 && position >= short_slot_ * window) {
+    const std::uint64_t into = position - short_slot_ * window;
+    if (into < short_size) {
+      slot = short_slot_;
+      offset = into;
+    } else {
+      slot = short_slot_ + 1 + (into - short_size) / window;
+      offset = (into - short_size) % window;
+    }
+  }
+  const std::uint64_t visited = order_.Forward(slot);
+  const std::uint64_t size = (short_size != 0 && visited == order_.size - 1) ? short_size : window;
+  const Permutation inside =
+      MakePermutation(size, MixSeed(options_.seed, epoch_, kWindowStream | visited));
+  return visited * window + inside.Forward(offset);
+}
+
+std::uint64_t EpochSequence::At(std::uint64_t position) const {
+  return Shuffled(position < record_count_ ? position : position % record_count_);
+}
+
+std::pair<std::uint64_t, std::uint64_t> EpochSequence::Slice(std::uint64_t batch,
+                                                             std::uint32_t rank) const {
+  const std::uint64_t world = std::max<std::uint32_t>(1, options_.world_size);
+  const std::uint64_t begin = batch * global_batch_;
+  const std::uint64_t size = std::min(global_batch_, length_ - std::min(length_, begin));
+  // A full global batch gives each rank batch_size records; a short one is split as evenly as
+  // it goes, the first (size % world) ranks taking one more.
+  const std::uint64_t base = size / world;
+  const std::uint64_t extra = size % world;
+  const std::uint64_t first = begin + rank * base + std::min<std::uint64_t>(rank, extra);
+  return {first, first + base + (rank < extra ? 1 : 0)};
+}
+
+EpochPlan EpochSequence::Plan(std::uint32_t rank) const {
+  EpochPlan plan;
+  plan.global_records = length_;
+  plan.batches = batches_;
+  if (batches_ > 0) {
+    const auto [begin, end] = Slice(batches_ - 1, rank);
+    plan.records = (batches_ - 1) * (global_batch_ / std::max<std::uint32_t>(1, options_.world_size)) +
+                   (end - begin);
+  }
+  plan.padded = length_ > record_count_ ? length_ - record_count_ : 0;
+  plan.dropped = record_count_ - std::min(record_count_, length_);
+  return plan;
+}
+
+std::vector<std::uint64_t> EpochOrder(std::uint64_t record_count, const LoaderOptions& options,
+                                      std::uint64_t epoch) {
+  const EpochSequence sequence(record_count, options, epoch);
+  std::vector<std::uint64_t> order;
+  order.reserve(sequence.Plan(options.rank).records);
+  for (std::uint64_t batch = 0; batch < sequence.batches(); ++batch) {
+    const auto [begin, end] = sequence.Slice(batch, options.rank);
+    for (std::uint64_t position = begin; position < end; ++position) {
+      order.push_back(sequence.At(position));
+    }
+  }
+  return order;
+}
+
+std::string DatasetFingerprint(const DatasetInfo& info) {
+  // Without a listing hash (datasets written through the API may have none), the payload size
+  // stands in for the records' identity.
+  const std::string identity =
+      "packrec-dataset-v1 records=" + std::to_string(info.record_count) +
+      " labels=" + std::to_string(info.label_count) +
+      " rejected=" + std::to_string(info.rejected_count) + " listing=" + info.listing_hash +
+      (info.listing_hash.empty() ? " payload=" + std::to_string(info.payload_bytes) : "");
+  return Hex64(Xxh64(identity));
 }
 
 Rect EvalRegion(std::uint32_t width, std::uint32_t height, const LoaderOptions& options) {

@@ -10,6 +10,7 @@
 packrec.torch.Dataset is a map-style torch Dataset for code that keeps its own DataLoader.
 Errors are packrec.Error subclasses (packrec.errors) carrying the C++ message and the record index.
 """
+import json
 import os
 import re
 import sys
@@ -137,9 +138,16 @@ class Loader:
 
     Batches are torch tensors when torch is importable (output="numpy" for NumPy arrays), made
     without a copy over the loader's (pinned) buffers; a buffer is reused only after every
-    tensor over it is gone. The order of an epoch depends only on (seed, epoch, len, rank,
-    world_size), never on threads or timing. Iterating again without set_epoch continues with
-    the next epoch; a loop left early restarts its epoch.
+    tensor over it is gone. Each epoch has one global sequence, a pure function of (dataset,
+    seed, epoch, shuffle), never of threads or timing, cut into global batches of
+    batch_size x world_size; this rank's batch is its slice of each. Iterating again without
+    set_epoch continues with the next epoch; a loop left early restarts its epoch.
+
+    Checkpoints: state_dict() is where the batches taken so far end (a small dict of plain
+    values); Loader(..., resume_from=state) or load_state_dict(state) continues with exactly the
+    next batch, without reading anything before it, on any world_size whose
+    batch_size x world_size keeps the global batch (see docs/loader.md). A state of another
+    dataset, seed, shuffle or last_batch is refused (InvalidArgumentError).
 
     transform: "train" (RandomResizedCrop(size, scale, ratio) + horizontal flip), "eval"
     (resize the shorter side to `resize`, default size*256/224, center crop `size`) or "none"
@@ -151,6 +159,10 @@ class Loader:
     device: None/"cpu", or "cuda"/"cuda:N": tensors already on the GPU, uploaded asynchronously
     from pinned buffers by the C++ path (torch's current stream waits for the copy).
     rank / world_size: this process's share of each epoch, as DistributedSampler.
+    last_batch: the end of an epoch that does not fill its last global batch: "short" (default;
+    every record exactly once across ranks, split as evenly as it goes), "pad" (filled up with
+    the epoch's first records; every batch full) or "drop" (left out; drop_last=True means this).
+    plan() reports what the epoch holds (padded and dropped counts).
     on_bad_record: "raise" (the error names the record) or "skip".
     """
 
@@ -158,8 +170,13 @@ class Loader:
                  rank=0, world_size=1, transform="eval", size=224, resize=None, drop_last=False,
                  device=None, normalize=None, output=None, scale=(0.08, 1.0),
                  ratio=(3 / 4, 4 / 3), flip=True, shuffle_window=4096, on_bad_record="raise",
-                 pin_memory=True, half=False):
+                 pin_memory=True, half=False, last_batch=None, resume_from=None):
         self.dataset = source if isinstance(source, Dataset) else open(source)
+        if last_batch is None:
+            last_batch = "drop" if drop_last else "short"
+        elif drop_last and last_batch != "drop":
+            raise errors.InvalidArgumentError(f"drop_last=True contradicts last_batch={last_batch!r}")
+        self.last_batch = _choice("last_batch", last_batch, ("short", "pad", "drop"))
         if shuffle is True:
             shuffle = "global"
         elif shuffle is False or shuffle is None:
@@ -183,13 +200,14 @@ class Loader:
             resize = max(size, size * 256 // 224)
         self._impl = _Loader(
             self.dataset, int(batch_size), int(threads), int(prefetch), shuffle, int(seed),
-            int(shuffle_window), bool(drop_last), int(rank), int(world_size), transform, int(size),
+            int(shuffle_window), last_batch, int(rank), int(world_size), transform, int(size),
             int(resize), (float(scale[0]), float(scale[1])), (float(ratio[0]), float(ratio[1])),
             bool(flip), on_bad_record, bool(pin_memory), cuda_device,
-            (self.normalize[0], self.normalize[1], self.half) if (self.normalize and cuda_device is not None) else None)
-        self._epoch = 0         # the epoch the next iteration runs
-        self._running = 0       # the epoch the C++ loader is in
-        self._untouched = True  # no batch taken from it yet (epoch 0 starts at construction)
+            (self.normalize[0], self.normalize[1], self.half) if (self.normalize and cuda_device is not None) else None,
+            None if resume_from is None else _state_json(resume_from))
+        self._running = json.loads(self._impl.state())["epoch"]  # the epoch the C++ loader is in
+        self._epoch = self._running  # the epoch the next iteration runs
+        self._pending = True  # the C++ loader stands where the next iteration starts
 
     def __len__(self):
         """Batches per epoch for this rank."""
@@ -211,6 +229,23 @@ class Loader:
         """{images, skipped, consumer_wait_seconds, decode_seconds} so far."""
         return self._impl.stats()
 
+    def plan(self):
+        """{global_records, batches, records, padded, dropped} of the current epoch."""
+        return self._impl.plan()
+
+    def state_dict(self):
+        """Where the batches taken so far end: a dict of str/int values (JSON-serialisable)."""
+        state = json.loads(self._impl.state())
+        if self._running != self._epoch:  # the next iteration begins another epoch
+            state["epoch"], state["position"] = self._epoch, 0
+        return state
+
+    def load_state_dict(self, state):
+        """Continues from state_dict(): the next iteration yields the batch after its last."""
+        self._impl.resume(_state_json(state))
+        self._running = self._epoch = int(state["epoch"])
+        self._pending = True
+
     def batches(self):
         """This epoch's packrec.Batch objects (or GpuBatch with a device), without conversion."""
         self._begin()
@@ -229,9 +264,9 @@ class Loader:
             yield self._convert(batch)
 
     def _begin(self):
-        if not (self._untouched and self._running == self._epoch):
+        if not (self._pending and self._running == self._epoch):
             self._impl.start_epoch(self._epoch)
-        self._running, self._untouched = self._epoch, False
+        self._running, self._pending = self._epoch, False
 
     def _convert(self, batch):
         if self.device is not None:
@@ -261,6 +296,12 @@ class Loader:
         images = torch.as_tensor(_CudaArray(gpu_batch, interface), device=self.device)
         labels = torch.from_numpy(gpu_batch.host.labels).to(self.device, non_blocking=False)
         return images, labels
+
+
+def _state_json(state):
+    if not isinstance(state, dict):
+        raise errors.InvalidArgumentError(f"a loader state is a dict from state_dict(), got {type(state).__name__}")
+    return json.dumps(state)
 
 
 def normalize(images, mean=IMAGENET_MEAN, std=IMAGENET_STD, dtype=None):

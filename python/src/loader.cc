@@ -48,9 +48,11 @@ py::dict CudaArrayInterface(const void* data, py::tuple shape, const char* types
 class PyLoader {
  public:
   PyLoader(const py::object& dataset, const LoaderOptions& options, std::optional<int> cuda_device,
-           std::optional<Normalize> normalize)
+           std::optional<Normalize> normalize, const std::optional<std::string>& resume_from)
       : normalize_(normalize) {
-    loader_ = ValueOrThrow(Loader::Create(ReaderOf(dataset), options));  // it keeps the reader
+    std::optional<LoaderState> resume;
+    if (resume_from) resume = ValueOrThrow(LoaderState::FromJson(*resume_from));
+    loader_ = ValueOrThrow(Loader::Create(ReaderOf(dataset), options, resume));  // keeps the reader
     if (cuda_device) {
       GpuUploaderOptions upload;
       upload.device = *cuda_device;
@@ -86,6 +88,31 @@ class PyLoader {
     return py::cast(GpuBatchHandle{ValueOrThrow(std::move(uploaded)), normalize_});
   }
 
+  // The loader's LoaderState, as its JSON text.
+  std::string State() const { return loader_->State().ToJson(); }
+
+  void Resume(const std::string& state_json) {
+    const LoaderState state = ValueOrThrow(LoaderState::FromJson(state_json));
+    Status status;
+    {
+      py::gil_scoped_release release;
+      std::lock_guard lock(mutex_);
+      status = loader_->Resume(state);
+    }
+    CheckOk(status);
+  }
+
+  py::dict Plan() const {
+    const EpochPlan plan = loader_->plan();
+    py::dict out;
+    out["global_records"] = plan.global_records;
+    out["batches"] = plan.batches;
+    out["records"] = plan.records;
+    out["padded"] = plan.padded;
+    out["dropped"] = plan.dropped;
+    return out;
+  }
+
   std::uint64_t batches_per_epoch() const { return loader_->batches_per_epoch(); }
   std::uint64_t records_per_epoch() const { return loader_->records_per_epoch(); }
 
@@ -117,8 +144,9 @@ class PyLoader {
 
 LoaderOptions MakeOptions(std::uint32_t batch_size, unsigned threads, std::uint32_t prefetch,
                           const std::string& shuffle, std::uint64_t seed,
-                          std::uint32_t shuffle_window, bool drop_last, std::uint32_t rank,
-                          std::uint32_t world_size, const std::string& transform,
+                          std::uint32_t shuffle_window, const std::string& last_batch,
+                          std::uint32_t rank, std::uint32_t world_size,
+                          const std::string& transform,
                           std::uint32_t output_size, std::uint32_t resize_size,
                           std::pair<float, float> scale, std::pair<float, float> ratio,
                           bool random_flip, const std::string& on_bad_record, bool pin_memory) {
@@ -126,12 +154,15 @@ LoaderOptions MakeOptions(std::uint32_t batch_size, unsigned threads, std::uint3
   options.batch_size = batch_size;
   options.threads = threads;
   options.prefetch_batches = prefetch;
-  options.shuffle = shuffle == "none"       ? ShuffleMode::kNone
-                    : shuffle == "windowed" ? ShuffleMode::kWindowed
-                                            : ShuffleMode::kGlobal;
+  // packrec.Loader has checked the names already; these checks are for direct _Loader use.
+  if (!ParseShuffleMode(shuffle, &options.shuffle)) {
+    ThrowStatus(Status::InvalidArgument("shuffle must be none, global or windowed"));
+  }
+  if (!ParseLastBatch(last_batch, &options.last_batch)) {
+    ThrowStatus(Status::InvalidArgument("last_batch must be short, pad or drop"));
+  }
   options.seed = seed;
   options.shuffle_window = shuffle_window;
-  options.drop_last = drop_last;
   options.rank = rank;
   options.world_size = world_size;
   options.transform = transform == "none"    ? TransformKind::kNone
@@ -238,12 +269,13 @@ void BindLoader(py::module_& module) {
   py::class_<PyLoader>(module, "_Loader")
       .def(py::init([](const py::object& dataset, std::uint32_t batch_size, unsigned threads,
                        std::uint32_t prefetch, const std::string& shuffle, std::uint64_t seed,
-                       std::uint32_t shuffle_window, bool drop_last, std::uint32_t rank,
-                       std::uint32_t world_size, const std::string& transform,
+                       std::uint32_t shuffle_window, const std::string& last_batch,
+                       std::uint32_t rank, std::uint32_t world_size, const std::string& transform,
                        std::uint32_t output_size, std::uint32_t resize_size,
                        std::pair<float, float> scale, std::pair<float, float> ratio,
                        bool random_flip, const std::string& on_bad_record, bool pin_memory,
-                       std::optional<int> cuda_device, std::optional<py::tuple> normalize) {
+                       std::optional<int> cuda_device, std::optional<py::tuple> normalize,
+                       const std::optional<std::string>& resume_from) {
              std::optional<Normalize> norm;
              if (normalize) {
                Normalize n;
@@ -257,17 +289,20 @@ void BindLoader(py::module_& module) {
              return std::make_unique<PyLoader>(
                  dataset,
                  MakeOptions(batch_size, threads, prefetch, shuffle, seed, shuffle_window,
-                             drop_last, rank, world_size, transform, output_size, resize_size,
+                             last_batch, rank, world_size, transform, output_size, resize_size,
                              scale, ratio, random_flip, on_bad_record, pin_memory),
-                 cuda_device, norm);
+                 cuda_device, norm, resume_from);
            }),
            py::arg("dataset"), py::arg("batch_size"), py::arg("threads"), py::arg("prefetch"),
-           py::arg("shuffle"), py::arg("seed"), py::arg("shuffle_window"), py::arg("drop_last"),
+           py::arg("shuffle"), py::arg("seed"), py::arg("shuffle_window"), py::arg("last_batch"),
            py::arg("rank"), py::arg("world_size"), py::arg("transform"), py::arg("output_size"),
            py::arg("resize_size"), py::arg("scale"), py::arg("ratio"), py::arg("random_flip"),
            py::arg("on_bad_record"), py::arg("pin_memory"), py::arg("cuda_device"),
-           py::arg("normalize"))
+           py::arg("normalize"), py::arg("resume_from"))
       .def("start_epoch", &PyLoader::StartEpoch, py::arg("epoch"))
+      .def("state", &PyLoader::State)
+      .def("resume", &PyLoader::Resume, py::arg("state"))
+      .def("plan", &PyLoader::Plan)
       .def("next", &PyLoader::Next)
       .def("next_on_device", &PyLoader::NextOnDevice)
       .def_property_readonly("batches_per_epoch", &PyLoader::batches_per_epoch)

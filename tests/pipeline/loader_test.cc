@@ -94,21 +94,30 @@ TEST_CASE("epoch order: ranks are disjoint, equal and together complete") {
   }
   std::sort(all.begin(), all.end());
   for (std::uint64_t i = 0; i < 1000; ++i) REQUIRE(all[i] == i);
-  // 1001 records: padded to 1004 (three repeats, as DistributedSampler) or cut to 1000.
-  std::multiset<std::uint64_t> padded, cut;
-  for (const bool drop_last : {false, true}) {
-    options.drop_last = drop_last;
+  // 1001 records in global batches of 4 x 100: short (every record once; the last global batch
+  // of 201 split 51, 50, 50, 50), padded to 1200 by repeats, or cut to 800.
+  options.batch_size = 100;
+  std::multiset<std::uint64_t> short_end, padded, cut;
+  const std::vector<std::pair<LastBatch, std::multiset<std::uint64_t>*>> modes = {
+      {LastBatch::kShort, &short_end}, {LastBatch::kPad, &padded}, {LastBatch::kDrop, &cut}};
+  for (const auto& [mode, into] : modes) {
+    options.last_batch = mode;
     for (std::uint32_t rank = 0; rank < 4; ++rank) {
       options.rank = rank;
       const auto part = EpochOrder(1001, options, 5);
-      CHECK(part.size() == (drop_last ? 250u : 251u));
-      (drop_last ? cut : padded).insert(part.begin(), part.end());
+      const std::size_t expected = mode == LastBatch::kPad    ? 300u
+                                   : mode == LastBatch::kDrop ? 200u
+                                                              : (rank == 0 ? 251u : 250u);
+      CHECK(part.size() == expected);
+      into->insert(part.begin(), part.end());
     }
   }
-  CHECK(padded.size() == 1004);
+  CHECK(short_end.size() == 1001);
+  CHECK(std::set<std::uint64_t>(short_end.begin(), short_end.end()).size() == 1001);
+  CHECK(padded.size() == 1200);
   CHECK(std::set<std::uint64_t>(padded.begin(), padded.end()).size() == 1001);
-  CHECK(cut.size() == 1000);
-  CHECK(std::set<std::uint64_t>(cut.begin(), cut.end()).size() == 1000);
+  CHECK(cut.size() == 800);
+  CHECK(std::set<std::uint64_t>(cut.begin(), cut.end()).size() == 800);
 }
 
 TEST_CASE("loader eval: every record once, in order, equal to its single-image decode") {
@@ -159,9 +168,9 @@ TEST_CASE("loader eval: every record once, in order, equal to its single-image d
   CHECK(seen.size() == 30);
   CHECK(std::set<std::uint64_t>(seen.begin(), seen.end()).size() == 30);
   CHECK(second == EpochOrder(30, options, 1));
-  // drop_last: only full batches.
+  // LastBatch::kDrop: only full batches.
   LoaderOptions drop = options;
-  drop.drop_last = true;
+  drop.last_batch = LastBatch::kDrop;
   auto dropping = Loader::Create(reader, drop);
   REQUIRE(dropping.ok());
   CHECK(Drain(**dropping).size() == 3);
