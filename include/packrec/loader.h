@@ -245,9 +245,10 @@ class EpochSequence {
 std::vector<std::uint64_t> EpochOrder(std::uint64_t record_count, const LoaderOptions& options,
                                       std::uint64_t epoch);
 
-// Identifies a dataset's records and their order (hex xxHash64 of its manifest's record count,
-// label count, rejected count and input-listing hash): the same for one listing converted to
-// any format, different when records were added, removed or reordered.
+// Identifies a dataset's records and their order, from its manifest (hex xxHash64 of the record,
+// label and rejected counts, the input-listing hash and the convert-time shuffle seed): the same
+// for one listing converted to any format, different when records were added, removed or
+// reordered.
 std::string DatasetFingerprint(const DatasetInfo& info);
 
 // The source region kEval and kTrain decode for a width x height image (kTrain: record

@@ -4,7 +4,6 @@
 #include <bit>
 #include <cmath>
 
-#include "core/checksum.h"
 #include "core/random.h"
 #include "packrec/loader.h"
 
@@ -183,17 +182,6 @@ std::vector<std::uint64_t> EpochOrder(std::uint64_t record_count, const LoaderOp
     }
   }
   return order;
-}
-
-std::string DatasetFingerprint(const DatasetInfo& info) {
-  // Without a listing hash (datasets written through the API may have none), the payload size
-  // stands in for the records' identity.
-  const std::string identity =
-      "packrec-dataset-v1 records=" + std::to_string(info.record_count) +
-      " labels=" + std::to_string(info.label_count) +
-      " rejected=" + std::to_string(info.rejected_count) + " listing=" + info.listing_hash +
-      (info.listing_hash.empty() ? " payload=" + std::to_string(info.payload_bytes) : "");
-  return Hex64(Xxh64(identity));
 }
 
 Rect EvalRegion(std::uint32_t width, std::uint32_t height, const LoaderOptions& options) {

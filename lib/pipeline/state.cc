@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
+#include "core/checksum.h"
 #include "packrec/loader.h"
 
 namespace packrec {
@@ -41,6 +42,27 @@ Status Take(const json& body, const char* field, T* value) {
 }
 
 }  // namespace
+
+std::string DatasetFingerprint(const DatasetInfo& info) {
+  // The listing hash is of the sorted listing, so a convert-time shuffle seed is part of the
+  // order too. Without a listing hash (datasets written through the API may have none), the
+  // payload size stands in for the records' identity.
+  std::string shuffle_seed = "none";
+  try {
+    const json options = json::parse(info.options_json.empty() ? "{}" : info.options_json);
+    const auto it = options.find("shuffle_seed");
+    if (it != options.end() && !it->is_null()) shuffle_seed = it->dump();
+  } catch (const json::exception&) {
+    shuffle_seed = "unreadable:" + info.options_json;
+  }
+  const std::string identity =
+      "packrec-dataset-v1 records=" + std::to_string(info.record_count) +
+      " labels=" + std::to_string(info.label_count) +
+      " rejected=" + std::to_string(info.rejected_count) + " listing=" + info.listing_hash +
+      " shuffle_seed=" + shuffle_seed +
+      (info.listing_hash.empty() ? " payload=" + std::to_string(info.payload_bytes) : "");
+  return Hex64(Xxh64(identity));
+}
 
 std::string_view ShuffleModeName(ShuffleMode mode) {
   switch (mode) {
