@@ -146,10 +146,10 @@ LoaderOptions MakeOptions(std::uint32_t batch_size, unsigned threads, std::uint3
                           const std::string& shuffle, std::uint64_t seed,
                           std::uint32_t shuffle_window, const std::string& last_batch,
                           std::uint32_t rank, std::uint32_t world_size,
-                          const std::string& transform,
-                          std::uint32_t output_size, std::uint32_t resize_size,
-                          std::pair<float, float> scale, std::pair<float, float> ratio,
-                          bool random_flip, const std::string& on_bad_record, bool pin_memory) {
+                          const std::string& transform, std::uint32_t output_size,
+                          std::uint32_t resize_size, std::pair<float, float> scale,
+                          std::pair<float, float> ratio, bool random_flip,
+                          const std::string& on_bad_record, bool pin_memory) {
   LoaderOptions options;
   options.batch_size = batch_size;
   options.threads = threads;
@@ -189,6 +189,9 @@ void BindLoader(py::module_& module) {
       .def_property_readonly("index", [](const BatchHandle& b) { return b.batch->index(); })
       .def("__len__", [](const BatchHandle& b) { return b.batch->size(); })
       .def_property_readonly("skipped", [](const BatchHandle& b) { return b.batch->skipped(); })
+      .def_property_readonly(
+          "padded", [](const BatchHandle& b) { return b.batch->padded(); },
+          "trailing repeats that fill the epoch's last batch (last_batch='pad')")
       .def_property_readonly("pinned", [](const BatchHandle& b) { return b.batch->pinned(); })
       .def_property_readonly(
           "address",

@@ -128,14 +128,16 @@ def test_exact_epochs_and_the_plan(datasets):
     path = datasets["shard"]  # 120 records; 4 ranks x 8 = 32: 3 full global batches + 24
     seen = {}
     for last in ("short", "pad", "drop"):
-        seen[last] = []
+        seen[last], padded = [], 0
         for rank in range(4):
             loader = make(path, batch_size=8, rank=rank, world_size=4, last_batch=last)
             plan = loader.plan()
-            got = indices(loader.batches())
-            assert len(got) == plan["records"]
+            batches = list(loader.batches())
+            got = indices(batches)
+            assert len(got) == plan["records"] and len(batches) == plan["batches"]
+            padded += sum(b.padded for b in batches)
             seen[last].extend(got)
-        assert plan["padded"] == (8 if last == "pad" else 0)
+        assert plan["padded"] == padded == (8 if last == "pad" else 0)
         assert plan["dropped"] == (24 if last == "drop" else 0)
     assert sorted(seen["short"]) == list(range(120))          # every record exactly once
     assert len(seen["pad"]) == 128 and set(seen["pad"]) == set(range(120))
@@ -194,3 +196,30 @@ def test_a_killed_job_resumes_in_a_new_process(datasets, tmp_path):
     checkpoint = json.loads(state_file.read_text())
     rest = indices(make(path, resume_from=checkpoint["loader"]).batches())
     assert checkpoint["taken"] + rest == indices(make(path).batches())
+
+
+@pytest.mark.parametrize("stop_after", [0, 5, 17, 18, 30, 53])
+def test_the_documented_training_loop_resumes_across_epochs(datasets, stop_after):
+    """docs/python.md's loop, 3 epochs of 18 steps, checkpointed after step `stop_after` and
+    restarted: the records seen, step by step, are those of a run never interrupted."""
+    path = datasets["shard"]
+
+    def run(loader, budget, seen):
+        for epoch in range(loader.epoch, 3):
+            loader.set_epoch(epoch)
+            for batch in loader.batches():
+                seen.append((epoch, [int(i) for i in batch.indices]))
+                if len(seen) == budget:
+                    return loader.state_dict()
+        return None
+
+    whole = []
+    run(make(path), None, whole)
+    assert len(whole) == 54
+    seen = []
+    checkpoint = run(make(path), stop_after, seen) if stop_after else make(path).state_dict()
+    checkpoint = json.loads(json.dumps(checkpoint))
+    restarted = make(path)
+    restarted.load_state_dict(checkpoint)
+    run(restarted, None, seen)
+    assert seen == whole
