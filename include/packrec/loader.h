@@ -237,7 +237,7 @@ class EpochSequence {
   std::uint64_t global_batch_ = 0;
   std::uint64_t length_ = 0;
   std::uint64_t batches_ = 0;
-  Permutation order_;            // kGlobal: of the records; kWindowed: of the windows
+  Permutation order_;             // kGlobal: of the records; kWindowed: of the windows
   std::uint64_t short_slot_ = 0;  // kWindowed: where the last, short window is visited
 };
 

@@ -182,8 +182,8 @@ class LoaderImpl final : public Loader {
                                      "; resuming would not continue the same sequence");
     };
     if (state.fingerprint != fingerprint || state.record_count != reader.size()) {
-      return differs("dataset fingerprint", state.fingerprint + " (" +
-                         std::to_string(state.record_count) + " records)",
+      return differs("dataset fingerprint",
+                     state.fingerprint + " (" + std::to_string(state.record_count) + " records)",
                      fingerprint + " (" + std::to_string(reader.size()) + " records)");
     }
     if (state.seed != options.seed) {
@@ -204,8 +204,7 @@ class LoaderImpl final : public Loader {
     }
     const EpochSequence sequence(reader.size(), options, state.epoch);
     if (state.position == sequence.length()) return sequence.batches();
-    if (state.position > sequence.length() ||
-        state.position % sequence.global_batch_size() != 0) {
+    if (state.position > sequence.length() || state.position % sequence.global_batch_size() != 0) {
       return Status::InvalidArgument(
           "cannot resume: position " + std::to_string(state.position) + " of epoch " +
           std::to_string(state.epoch) + " (saved with a global batch of " +

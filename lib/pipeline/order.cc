@@ -96,9 +96,15 @@ EpochSequence::EpochSequence(std::uint64_t record_count, const LoaderOptions& op
   global_batch_ = std::max<std::uint64_t>(1, options.batch_size) * world;
   const std::uint64_t full = record_count / global_batch_ * global_batch_;
   switch (options.last_batch) {
-    case LastBatch::kShort: length_ = record_count; break;
-    case LastBatch::kDrop: length_ = full; break;
-    case LastBatch::kPad: length_ = full == record_count ? full : full + global_batch_; break;
+    case LastBatch::kShort:
+      length_ = record_count;
+      break;
+    case LastBatch::kDrop:
+      length_ = full;
+      break;
+    case LastBatch::kPad:
+      length_ = full == record_count ? full : full + global_batch_;
+      break;
   }
   batches_ = (length_ + global_batch_ - 1) / global_batch_;
   const std::uint64_t key = MixSeed(options.seed, epoch, kOrderStream);
@@ -162,8 +168,9 @@ EpochPlan EpochSequence::Plan(std::uint32_t rank) const {
   plan.batches = batches_;
   if (batches_ > 0) {
     const auto [begin, end] = Slice(batches_ - 1, rank);
-    plan.records = (batches_ - 1) * (global_batch_ / std::max<std::uint32_t>(1, options_.world_size)) +
-                   (end - begin);
+    plan.records =
+        (batches_ - 1) * (global_batch_ / std::max<std::uint32_t>(1, options_.world_size)) +
+        (end - begin);
   }
   plan.padded = length_ > record_count_ ? length_ - record_count_ : 0;
   plan.dropped = record_count_ - std::min(record_count_, length_);

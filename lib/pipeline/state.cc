@@ -66,18 +66,24 @@ std::string DatasetFingerprint(const DatasetInfo& info) {
 
 std::string_view ShuffleModeName(ShuffleMode mode) {
   switch (mode) {
-    case ShuffleMode::kNone: return "none";
-    case ShuffleMode::kGlobal: return "global";
-    case ShuffleMode::kWindowed: return "windowed";
+    case ShuffleMode::kNone:
+      return "none";
+    case ShuffleMode::kGlobal:
+      return "global";
+    case ShuffleMode::kWindowed:
+      return "windowed";
   }
   return "?";
 }
 
 std::string_view LastBatchName(LastBatch mode) {
   switch (mode) {
-    case LastBatch::kShort: return "short";
-    case LastBatch::kPad: return "pad";
-    case LastBatch::kDrop: return "drop";
+    case LastBatch::kShort:
+      return "short";
+    case LastBatch::kPad:
+      return "pad";
+    case LastBatch::kDrop:
+      return "drop";
   }
   return "?";
 }
@@ -154,10 +160,12 @@ Result<LoaderState> LoaderState::FromJson(std::string_view text) {
   PACKREC_RETURN_IF_ERROR(Take(body, "epoch", &state.epoch));
   PACKREC_RETURN_IF_ERROR(Take(body, "position", &state.position));
   if (!ParseShuffleMode(shuffle, &state.shuffle)) {
-    return Status::InvalidInput("loader state: shuffle '" + shuffle + "' is not none, global or windowed");
+    return Status::InvalidInput("loader state: shuffle '" + shuffle +
+                                "' is not none, global or windowed");
   }
   if (!ParseLastBatch(last_batch, &state.last_batch)) {
-    return Status::InvalidInput("loader state: last_batch '" + last_batch + "' is not short, pad or drop");
+    return Status::InvalidInput("loader state: last_batch '" + last_batch +
+                                "' is not short, pad or drop");
   }
   return state;
 }

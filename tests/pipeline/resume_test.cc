@@ -28,7 +28,8 @@ LoaderOptions Small() {
   options.prefetch_batches = 3;
   options.output_size = 16;
   options.resize_size = 18;
-  options.transform = TransformKind::kTrain;  // random crops: pixels depend on (seed, epoch, record)
+  options.transform =
+      TransformKind::kTrain;  // random crops: pixels depend on (seed, epoch, record)
   options.seed = 11;
   options.shuffle_window = 8;
   return options;
@@ -82,7 +83,8 @@ LoaderState ThroughJson(const LoaderState& state) {
 }
 
 TEST_CASE("epoch sequence: a permutation for every size and mode, fixed by its inputs") {
-  for (const ShuffleMode mode : {ShuffleMode::kNone, ShuffleMode::kGlobal, ShuffleMode::kWindowed}) {
+  for (const ShuffleMode mode :
+       {ShuffleMode::kNone, ShuffleMode::kGlobal, ShuffleMode::kWindowed}) {
     for (const std::uint64_t size :
          {0ull, 1ull, 2ull, 3ull, 7ull, 8ull, 9ull, 63ull, 64ull, 65ull, 1000ull, 4099ull}) {
       LoaderOptions options;
@@ -170,7 +172,8 @@ TEST_CASE("stop after k batches, save, resume: the concatenation is the uninterr
   test::TempDir dir;
   test::WriteDataset(dir / "ds", test::MakeRecords(47));
   auto reader = OpenShared(dir / "ds");
-  for (const ShuffleMode mode : {ShuffleMode::kGlobal, ShuffleMode::kWindowed, ShuffleMode::kNone}) {
+  for (const ShuffleMode mode :
+       {ShuffleMode::kGlobal, ShuffleMode::kWindowed, ShuffleMode::kNone}) {
     for (const LastBatch last : {LastBatch::kShort, LastBatch::kPad, LastBatch::kDrop}) {
       LoaderOptions options = Small();
       options.shuffle = mode;
@@ -247,7 +250,8 @@ TEST_CASE("elastic: world_size 1, 2 and 4 with one global batch give one global 
   }
 }
 
-TEST_CASE("elastic resume: saved on 2 ranks, continued on 4 and on 1, the global sequence goes on") {
+TEST_CASE(
+    "elastic resume: saved on 2 ranks, continued on 4 and on 1, the global sequence goes on") {
   test::TempDir dir;
   test::WriteDataset(dir / "ds", test::MakeRecords(40));
   auto reader = OpenShared(dir / "ds");
