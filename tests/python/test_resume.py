@@ -223,3 +223,64 @@ def test_the_documented_training_loop_resumes_across_epochs(datasets, stop_after
     restarted.load_state_dict(checkpoint)
     run(restarted, None, seen)
     assert seen == whole
+
+
+DDP_RANK = r"""
+import json, sys
+import torch, torch.distributed as dist
+import packrec
+path, out, world, rank, port, stop, resume = sys.argv[1:8]
+world, rank, stop = int(world), int(rank), int(stop)
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+state = json.load(open(resume)) if resume != "-" else None
+loader = packrec.Loader(path, batch_size=12 // world, rank=rank, world_size=world, threads=1,
+                        transform="none", seed=4, output="numpy", resume_from=state)
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(1, 1))
+steps = []
+for n, batch in enumerate(loader.batches()):
+    labels = torch.from_numpy(batch.labels).float().view(-1, 1)
+    model(labels).sum().backward()  # gradients all-reduced: the ranks stay in lock step
+    mine = torch.from_numpy(batch.indices.astype("int64"))
+    parts = [torch.empty_like(mine) for _ in range(world)]
+    dist.all_gather(parts, mine)
+    steps.append([int(i) for part in parts for i in part])  # the global batch, in rank order
+    if n + 1 == stop:
+        break
+if rank == 0:
+    json.dump({"steps": steps, "state": loader.state_dict()}, open(out, "w"))
+dist.destroy_process_group()
+"""
+
+
+def run_ddp(path, tmp_path, world, stop, resume_file=None):
+    import socket  # noqa: PLC0415
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / f"ddp-{world}-{stop}.json"
+    ranks = [subprocess.Popen([sys.executable, "-c", DDP_RANK, os.fspath(path), os.fspath(out),
+                               str(world), str(rank), str(port), str(stop),
+                               os.fspath(resume_file) if resume_file else "-"],
+                              env=os.environ, stderr=subprocess.PIPE)
+             for rank in range(world)]
+    for process in ranks:
+        _, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err.decode()
+    return json.loads(out.read_text())
+
+
+def test_torch_distributed_job_resumed_on_another_world_size(datasets, tmp_path):
+    """Real torch.distributed (gloo) ranks: 2 ranks take 4 global batches of 12 and checkpoint;
+    the job restarts on 4 ranks (3 each) and finishes the epoch. The global batches are those of
+    one uninterrupted process."""
+    path = datasets["shard"]
+    reference = [[int(i) for i in batch.indices]
+                 for batch in make(path, batch_size=12).batches()]  # 10 global batches
+    first = run_ddp(path, tmp_path, world=2, stop=4)
+    assert first["steps"] == reference[:4]
+    assert first["state"]["position"] == 48 and first["state"]["world_size"] == 2
+    checkpoint = tmp_path / "checkpoint.json"
+    checkpoint.write_text(json.dumps(first["state"]))
+    second = run_ddp(path, tmp_path, world=4, stop=0, resume_file=checkpoint)
+    assert first["steps"] + second["steps"] == reference
