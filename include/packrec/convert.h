@@ -28,7 +28,17 @@ struct ConvertOptions {
   OnError on_error = OnError::kFail;
   std::uint32_t resize_short = 0;  // > 0: re-encode with the shorter side at most this
   int quality = 0;                 // > 0: re-encode at this JPEG quality
+  // Partitioned conversion (--part I/N): part_count > 0 converts only part part_index of the
+  // (shuffled, when shuffle_seed is set) listing cut into part_count contiguous ranges, into
+  // `output / PartName(...)`, so N tasks given one output directory never collide. MergeParts
+  // (merge.h) joins the parts into the dataset one conversion would have written.
+  std::uint32_t part_index = 0;
+  std::uint32_t part_count = 0;
 };
+
+// The name of part `index` of `count` inside a parts directory: part-00002-of-00004.pkr (shard),
+// .lmdb or .h5.
+std::string PartName(std::uint32_t index, std::uint32_t count, const std::string& format);
 
 struct ConvertProgress {
   std::uint64_t records_done = 0;  // written or rejected
@@ -44,6 +54,10 @@ struct ConvertStats {
   std::vector<Reject> rejects;  // also written to OUTPUT/rejects.tsv
   std::vector<std::string> empty_classes;
   double elapsed_seconds = 0;
+  // Partitioned conversion: where the part went, and whether it was already complete (a re-run
+  // of a finished part of the same conversion does nothing and says so).
+  std::filesystem::path part_path;
+  bool part_already_complete = false;
 };
 
 // Called from the writing thread after the first record, about every 200 ms, and after the last. A
@@ -54,7 +68,8 @@ using ProgressCallback = std::function<Status(const ConvertProgress&)>;
 // Errors: InvalidArgument (bad option; the message names it), NotFound (missing input, no images
 // found), AlreadyExists (output exists without overwrite), InvalidInput (an input that is not an
 // image, with on_error=kFail; names the file, its listing index and why), IOError (names the path).
-// On error nothing is left at the output path.
+// On error nothing is left at the output path. With part_count > 0, a part interrupted earlier
+// (killed, disk full) is redone from scratch: its leftovers (PART.partial) are only ever its own.
 Result<ConvertStats> Convert(const ConvertOptions& options, const ProgressCallback& progress = {});
 
 }  // namespace packrec

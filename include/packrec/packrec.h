@@ -7,6 +7,8 @@
 #include "packrec/dataset_ops.h"
 #include "packrec/image.h"
 #include "packrec/ingest.h"
+#include "packrec/loader.h"
+#include "packrec/merge.h"
 #include "packrec/reader.h"
 #include "packrec/record.h"
 #include "packrec/status.h"

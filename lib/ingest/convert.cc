@@ -15,6 +15,7 @@
 
 #include "core/file_io.h"
 #include "packrec/image.h"
+#include "packrec/reader.h"
 
 namespace packrec {
 namespace {
@@ -89,6 +90,11 @@ Status ValidateOptions(const ConvertOptions& options) {
         "--resize-short and --quality re-encode JPEGs; the pixels layout stores decoded images "
         "(--size sets their size)");
   }
+  if (options.part_count > 0 && options.part_index >= options.part_count) {
+    return Status::InvalidArgument(
+        "--part " + std::to_string(options.part_index) + "/" + std::to_string(options.part_count) +
+        ": parts are numbered 0 to " + std::to_string(options.part_count - 1));
+  }
   if (options.resize_short > 65535) {
     return Status::InvalidArgument("--resize-short must be at most 65535, got " +
                                    std::to_string(options.resize_short));
@@ -118,7 +124,8 @@ Result<SourceListing> ListSource(const ConvertOptions& options) {
   return ReadListFile(options.source, root.empty() ? fs::path(".") : root, options.list_kind);
 }
 
-std::string OptionsJson(const ConvertOptions& options) {
+std::string OptionsJson(const ConvertOptions& options, std::uint64_t part_begin = 0,
+                        std::uint64_t part_end = 0, std::uint64_t items_total = 0) {
   nlohmann::json json;
   json["format"] = options.writer.format;
   if (options.writer.format == "shard") {
@@ -133,6 +140,15 @@ std::string OptionsJson(const ConvertOptions& options) {
   json["resize_short"] = options.resize_short;
   json["quality"] = options.quality;
   json["on_error"] = options.on_error == OnError::kSkip ? "skip" : "fail";
+  // The part's place in the whole conversion ("part" is what merge checks and removes; every
+  // other option is the same in every part and in the merged manifest).
+  if (options.part_count > 0) {
+    json["part"] = {{"index", options.part_index},
+                    {"count", options.part_count},
+                    {"items_begin", part_begin},
+                    {"items_end", part_end},
+                    {"items_total", items_total}};
+  }
   if (options.writer.format == "lmdb") {
     json["lmdb_values"] =
         options.writer.lmdb_values == LmdbValues::kCaffeDatum ? "caffe-datum" : "packrec";
@@ -226,22 +242,41 @@ class OrderedPrefetch {
   std::vector<std::thread> workers_;
 };
 
-}  // namespace
+// Part `index` of `count` of `total` items: [total x index / count, total x (index+1) / count).
+std::pair<std::uint64_t, std::uint64_t> PartRange(std::uint64_t total, std::uint32_t index,
+                                                  std::uint32_t count) {
+  return {total * index / count, total * (index + 1) / count};
+}
 
-Result<ConvertStats> Convert(const ConvertOptions& options, const ProgressCallback& progress) {
-  const Clock::time_point start = Clock::now();
-  PACKREC_RETURN_IF_ERROR(ValidateOptions(options));
-  PACKREC_ASSIGN_OR_RETURN(SourceListing listing, ListSource(options));
-  if (listing.items.empty()) {
-    return Status::NotFound("no images found in " + options.source.string());
+// A finished part at `path` of the same conversion (same listing, same options)?
+Result<bool> SamePartDone(const fs::path& path, const std::string& listing_hash,
+                          const std::string& options_json) {
+  Result<std::unique_ptr<Reader>> existing = OpenDataset(path);
+  if (!existing.ok()) return false;
+  const DatasetInfo& info = (*existing)->info();
+  if (info.listing_hash == listing_hash &&
+      nlohmann::json::parse(info.options_json) == nlohmann::json::parse(options_json)) {
+    return true;
   }
-  DatasetMetadata metadata;
-  metadata.listing_hash = ListingHash(listing);
-  metadata.classes = listing.classes;
-  metadata.source_kind = listing.kind;
-  metadata.options_json = OptionsJson(options);
-  if (options.shuffle_seed) ShuffleListing(listing, *options.shuffle_seed);
+  return Status::AlreadyExists(path.string() +
+                               " holds this part of another conversion (another listing or other "
+                               "options); pass --overwrite to convert it again");
+}
 
+Status MovePart(const fs::path& from, const fs::path& to) {
+  std::error_code error;
+  fs::remove_all(to, error);
+  fs::remove(fs::path(to.string() + ".rejects.tsv"), error);
+  PACKREC_RETURN_IF_ERROR(RenamePath(from, to));
+  const fs::path rejects = from.string() + ".rejects.tsv";  // the HDF5 writer's rejects file
+  if (fs::exists(rejects, error))
+    PACKREC_RETURN_IF_ERROR(RenamePath(rejects, to.string() + ".rejects.tsv"));
+  return Status::OK();
+}
+
+Result<ConvertStats> ConvertItems(const ConvertOptions& options, const SourceListing& listing,
+                                  DatasetMetadata& metadata, const ProgressCallback& progress,
+                                  Clock::time_point start, std::uint64_t listing_offset = 0) {
   WriterOptions writer_options = options.writer;
   writer_options.expected_payload_bytes = ExpectedPayloadBytes(listing, options);
   PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<DatasetWriter> writer,
@@ -267,7 +302,8 @@ Result<ConvertStats> Convert(const ConvertOptions& options, const ProgressCallba
       } else if (options.on_error == OnError::kSkip) {
         stats.rejects.push_back({item.path.string(), prepared.status.message()});
       } else {
-        failure = Status::InvalidInput(item.path.string() + " (input " + std::to_string(i) +
+        failure = Status::InvalidInput(item.path.string() + " (input " +
+                                       std::to_string(listing_offset + i) +
                                        " of the listing): " + prepared.status.message() +
                                        " (pass --on-error skip to leave it out)");
         break;
@@ -300,6 +336,84 @@ Result<ConvertStats> Convert(const ConvertOptions& options, const ProgressCallba
   stats.output_bytes = writer->bytes_written();
   stats.elapsed_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return stats;
+}
+
+Result<ConvertStats> ConvertListing(const ConvertOptions& options, const ProgressCallback& progress,
+                                    Clock::time_point start) {
+  PACKREC_ASSIGN_OR_RETURN(SourceListing listing, ListSource(options));
+  if (listing.items.empty()) {
+    return Status::NotFound("no images found in " + options.source.string());
+  }
+  DatasetMetadata metadata;
+  metadata.listing_hash = ListingHash(listing);
+  metadata.classes = listing.classes;
+  metadata.source_kind = listing.kind;
+  if (options.shuffle_seed) ShuffleListing(listing, *options.shuffle_seed);
+  ConvertOptions write = options;
+  if (options.part_count > 0) {
+    const std::uint64_t total = listing.items.size();
+    if (options.part_count > total) {
+      return Status::InvalidArgument("--part " + std::to_string(options.part_index) + "/" +
+                                     std::to_string(options.part_count) + ": " +
+                                     std::to_string(total) + " inputs cannot fill " +
+                                     std::to_string(options.part_count) + " parts");
+    }
+    const auto [begin, end] = PartRange(total, options.part_index, options.part_count);
+    metadata.options_json = OptionsJson(options, begin, end, total);
+    listing.items.erase(listing.items.begin() + static_cast<std::ptrdiff_t>(end),
+                        listing.items.end());
+    listing.items.erase(listing.items.begin(),
+                        listing.items.begin() + static_cast<std::ptrdiff_t>(begin));
+    const fs::path final_path =
+        options.output / PartName(options.part_index, options.part_count, options.writer.format);
+    if (!options.writer.overwrite) {
+      PACKREC_ASSIGN_OR_RETURN(
+          const bool done, SamePartDone(final_path, metadata.listing_hash, metadata.options_json));
+      if (done) {
+        ConvertStats stats;
+        stats.part_path = final_path;
+        stats.part_already_complete = true;
+        PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<Reader> reader, OpenDataset(final_path));
+        stats.records_written = reader->size();
+        return stats;
+      }
+      std::error_code error;
+      if (fs::exists(final_path, error)) {
+        return Status::AlreadyExists(final_path.string() +
+                                     " exists and is not a finished part; pass --overwrite");
+      }
+    }
+    // Written under a name only this part uses, so a re-run may clear what a killed run left.
+    write.output = final_path.string() + ".partial";
+    std::error_code error;
+    fs::create_directories(options.output, error);
+    if (error) return ErrnoStatus("create directory", options.output, error.value());
+    fs::remove_all(write.output, error);
+    fs::remove(fs::path(write.output.string() + ".tmp"), error);
+    fs::remove(fs::path(write.output.string() + ".payloads.tmp"), error);
+    write.writer.overwrite = false;
+    Result<ConvertStats> stats = ConvertItems(write, listing, metadata, progress, start, begin);
+    if (!stats.ok()) return stats;
+    PACKREC_RETURN_IF_ERROR(MovePart(write.output, final_path));
+    stats->part_path = final_path;
+    return stats;
+  }
+  metadata.options_json = OptionsJson(options);
+  return ConvertItems(options, listing, metadata, progress, start);
+}
+
+}  // namespace
+
+std::string PartName(std::uint32_t index, std::uint32_t count, const std::string& format) {
+  char name[48];
+  std::snprintf(name, sizeof name, "part-%05u-of-%05u", index, count);
+  return name + std::string(format == "hdf5" ? ".h5" : format == "lmdb" ? ".lmdb" : ".pkr");
+}
+
+Result<ConvertStats> Convert(const ConvertOptions& options, const ProgressCallback& progress) {
+  const Clock::time_point start = Clock::now();
+  PACKREC_RETURN_IF_ERROR(ValidateOptions(options));
+  return ConvertListing(options, progress, start);
 }
 
 }  // namespace packrec

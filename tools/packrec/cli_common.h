@@ -34,6 +34,7 @@ void AddConvertCommand(CLI::App& app, int& exit_code);
 void AddInfoCommand(CLI::App& app, int& exit_code);
 void AddVerifyCommand(CLI::App& app, int& exit_code);
 void AddExtractCommand(CLI::App& app, int& exit_code);
+void AddMergeCommand(CLI::App& app, int& exit_code);
 void AddBenchCommand(CLI::App& app, int& exit_code);
 
 }  // namespace packrec::cli

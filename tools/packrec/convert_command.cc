@@ -56,6 +56,7 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
     std::string lmdb_values = "packrec";
     std::vector<std::uint32_t> size;
     std::uint64_t seed = 0;
+    std::string part;
     bool shuffle = false;
     bool quiet = false;
     bool json = false;
@@ -168,6 +169,26 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
                    "Re-encode every image as JPEG at this quality (0: off; 90 with --resize-short)")
       ->check(CLI::Range(0, 100))
       ->capture_default_str();
+  command
+      ->add_option("--part", args->part,
+                   "Convert only part I of N (0-based) of the listing, into "
+                   "OUT/part-IIIII-of-NNNNN.pkr|.lmdb|.h5; join the parts with packrec merge. A "
+                   "finished part is not redone; an interrupted one is")
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            const std::size_t slash = value.find('/');
+            try {
+              if (slash != std::string::npos && slash > 0 &&
+                  value.find_first_not_of("0123456789/") == std::string::npos) {
+                const unsigned long index = std::stoul(value.substr(0, slash));
+                const unsigned long count = std::stoul(value.substr(slash + 1));
+                if (count >= 1 && count <= 99999 && index < count) return "";
+              }
+            } catch (const std::exception&) {
+            }
+            return "must be I/N with 0 <= I < N <= 99999, got '" + value + "'";
+          },
+          "I/N"));
   command->add_flag("--overwrite", args->options.writer.overwrite,
                     "Replace OUT if it already holds a packrec dataset");
   command->add_flag("-q,--quiet", args->quiet, "No progress line");
@@ -199,6 +220,11 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
       options.writer.pixel_width = args->size[1];
     }
     if (args->shuffle || command->count("--seed") > 0) options.shuffle_seed = args->seed;
+    if (!args->part.empty()) {
+      const std::size_t slash = args->part.find('/');
+      options.part_index = static_cast<std::uint32_t>(std::stoul(args->part.substr(0, slash)));
+      options.part_count = static_cast<std::uint32_t>(std::stoul(args->part.substr(slash + 1)));
+    }
     ProgressCallback progress;
     if (!args->quiet && !args->json && ::isatty(STDERR_FILENO)) progress = PrintProgress;
     Result<ConvertStats> stats = Convert(options, progress);
@@ -206,9 +232,16 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
       exit_code = Fail("convert", stats.status());
       return;
     }
+    const std::string written = options.part_count > 0 ? stats->part_path.string() : args->output;
+    if (stats->part_already_complete) {
+      std::printf("part %u/%u is already complete in %s (%llu records); nothing to do\n",
+                  options.part_index, options.part_count, written.c_str(),
+                  static_cast<unsigned long long>(stats->records_written));
+      return;
+    }
     if (args->json) {
       nlohmann::json out;
-      out["output"] = args->output;
+      out["output"] = written;
       out["records"] = stats->records_written;
       out["rejected"] = stats->rejects.size();
       out["input_bytes"] = stats->input_bytes;
@@ -221,7 +254,7 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
     const double seconds = std::max(stats->elapsed_seconds, 1e-9);
     std::printf("converted %llu images (%s) into %s in %.2f s: %.0f images/s, %.1f MB/s\n",
                 static_cast<unsigned long long>(stats->records_written),
-                HumanBytes(stats->output_bytes).c_str(), args->output.c_str(), seconds,
+                HumanBytes(stats->output_bytes).c_str(), written.c_str(), seconds,
                 static_cast<double>(stats->records_written) / seconds,
                 static_cast<double>(stats->input_bytes) / 1e6 / seconds);
     for (const std::string& name : stats->empty_classes) {
@@ -230,7 +263,7 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
     }
     if (!stats->rejects.empty()) {
       const std::string listed =
-          args->output + (options.writer.format == "hdf5" ? ".rejects.tsv" : "/rejects.tsv");
+          written + (options.writer.format == "hdf5" ? ".rejects.tsv" : "/rejects.tsv");
       std::printf("rejected %zu inputs (listed in %s); the first: %s: %s\n", stats->rejects.size(),
                   listed.c_str(), stats->rejects.front().path.c_str(),
                   stats->rejects.front().reason.c_str());

@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   AddInfoCommand(app, exit_code);
   AddVerifyCommand(app, exit_code);
   AddExtractCommand(app, exit_code);
+  AddMergeCommand(app, exit_code);
   AddBenchCommand(app, exit_code);
   if (argc > 1 && argv[1][0] != '-' && !IsCommand(app, argv[1])) {
     std::fprintf(stderr,

@@ -1,0 +1,288 @@
+// MergeParts: every check first (nothing is written for parts that do not fit together), then one
+// sequential pass that copies the records, checksums verified on the way, through the writer.
+//
+// Why a copy and not a manifest over the parts' own files: shard payload checksums are seeded by
+// the global record index and shard headers carry the global first record, so a part can only
+// know its final indices when every part before it had no rejects; LMDB and HDF5 are one file per
+// dataset, which is what Caffe, DALI and h5py users expect. The copy is sequential I/O at the
+// disk's bandwidth, done once; the expensive part of a conversion (listing, reading and checking
+// millions of small files, re-encoding) is what the parts spread over machines.
+#include "packrec/merge.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <string>
+#include <system_error>
+
+#include "core/file_io.h"
+#include "packrec/image.h"
+#include "packrec/reader.h"
+#include "packrec/writer.h"
+
+namespace packrec {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct Part {
+  fs::path path;
+  std::unique_ptr<Reader> reader;
+  json options;  // the convert options without "part"
+  std::uint32_t index = 0;
+  std::uint32_t count = 0;
+  std::uint64_t items_begin = 0;
+  std::uint64_t items_end = 0;
+  std::uint64_t items_total = 0;
+};
+
+// The part datasets named by `paths`: each a part, or a directory of parts.
+std::vector<fs::path> ExpandParts(const std::vector<fs::path>& paths) {
+  static const std::regex kPartName(R"(part-\d{5}-of-\d{5}\.(pkr|lmdb|h5))");
+  std::vector<fs::path> out;
+  for (const fs::path& path : paths) {
+    std::vector<fs::path> inside;
+    std::error_code error;
+    if (fs::is_directory(path, error) && !fs::exists(path / "manifest.json", error)) {
+      for (const fs::directory_entry& entry : fs::directory_iterator(path, error)) {
+        if (std::regex_match(entry.path().filename().string(), kPartName)) {
+          inside.push_back(entry.path());
+        }
+      }
+    }
+    std::sort(inside.begin(), inside.end());
+    if (inside.empty()) {
+      out.push_back(path);
+    } else {
+      out.insert(out.end(), inside.begin(), inside.end());
+    }
+  }
+  return out;
+}
+
+Result<Part> OpenPart(const fs::path& path) {
+  Part part;
+  part.path = path;
+  PACKREC_ASSIGN_OR_RETURN(part.reader, OpenDataset(path));
+  const DatasetInfo& info = part.reader->info();
+  try {
+    part.options = json::parse(info.options_json.empty() ? "{}" : info.options_json);
+    const auto it = part.options.find("part");
+    if (it == part.options.end()) {
+      return Status::InvalidArgument(path.string() +
+                                     " is not a part of a partitioned conversion (its options "
+                                     "have no 'part'; convert with --part I/N)");
+    }
+    part.index = it->at("index").get<std::uint32_t>();
+    part.count = it->at("count").get<std::uint32_t>();
+    part.items_begin = it->at("items_begin").get<std::uint64_t>();
+    part.items_end = it->at("items_end").get<std::uint64_t>();
+    part.items_total = it->at("items_total").get<std::uint64_t>();
+    part.options.erase("part");
+  } catch (const json::exception& error) {
+    return Status::InvalidInput(path.string() + ": unreadable part options: " + error.what());
+  }
+  return part;
+}
+
+// Every way two parts can disagree, named, before anything is written.
+Status CheckParts(std::vector<Part>& parts) {
+  if (parts.empty()) return Status::InvalidArgument("no parts to merge");
+  std::sort(parts.begin(), parts.end(),
+            [](const Part& a, const Part& b) { return a.index < b.index; });
+  const Part& first = parts.front();
+  const DatasetInfo& want = first.reader->info();
+  const auto name = [](const Part& part) {
+    return part.path.string() + " (part " + std::to_string(part.index) + " of " +
+           std::to_string(part.count) + ")";
+  };
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const Part& part = parts[i];
+    const DatasetInfo& info = part.reader->info();
+    const auto differs = [&](const std::string& what) {
+      return Status::InvalidArgument("parts disagree: " + name(part) + " and " + name(first) +
+                                     " have different " + what +
+                                     "; they are not parts of one conversion");
+    };
+    if (part.count != first.count) return differs("part counts");
+    if (info.format != want.format)
+      return differs("formats (" + info.format + ", " + want.format + ")");
+    if (info.listing_hash != want.listing_hash) return differs("input listings (listing hash)");
+    if (part.items_total != first.items_total) return differs("input counts");
+    if (info.classes != want.classes) return differs("classes");
+    if (info.source_kind != want.source_kind) return differs("source kinds");
+    if (part.options != first.options) {
+      return differs("convert options (" + part.options.dump() + " vs " + first.options.dump() +
+                     ")");
+    }
+    if (i > 0 && part.index == parts[i - 1].index) {
+      return Status::InvalidArgument(
+          "part " + std::to_string(part.index) + " of " + std::to_string(part.count) +
+          " is given twice: " + parts[i - 1].path.string() + " and " + part.path.string());
+    }
+    const std::uint64_t expected_begin = i == 0 ? 0 : parts[i - 1].items_end;
+    if (part.index != i || part.items_begin != expected_begin) {
+      return Status::InvalidArgument("part " + std::to_string(i) + " of " +
+                                     std::to_string(first.count) + " is missing (inputs " +
+                                     std::to_string(expected_begin) + " on have no part)");
+    }
+    if (info.record_count + info.rejected_count != part.items_end - part.items_begin) {
+      return Status::Corruption(name(part) + " holds " + std::to_string(info.record_count) +
+                                " records and " + std::to_string(info.rejected_count) +
+                                " rejects for " +
+                                std::to_string(part.items_end - part.items_begin) + " inputs");
+    }
+  }
+  if (parts.size() != first.count) {
+    return Status::InvalidArgument("part " + std::to_string(parts.size()) + " of " +
+                                   std::to_string(first.count) + " is missing (got " +
+                                   std::to_string(parts.size()) + " parts)");
+  }
+  if (parts.back().items_end != first.items_total) {
+    return Status::InvalidArgument("the parts cover inputs 0 to " +
+                                   std::to_string(parts.back().items_end) + " of " +
+                                   std::to_string(first.items_total));
+  }
+  return Status::OK();
+}
+
+// The writer options the parts were written with (the manifest's "options").
+Result<WriterOptions> WriterOptionsOf(const json& options, const std::string& format) {
+  WriterOptions writer;
+  writer.format = format == "packrec-hdf5" ? "hdf5" : format == "packrec-lmdb" ? "lmdb" : "shard";
+  try {
+    writer.format = options.value("format", writer.format);
+    writer.shard_size_bytes = options.value("shard_size_bytes", writer.shard_size_bytes);
+    writer.align_bytes = options.value("align_bytes", writer.align_bytes);
+    const std::string compression = options.value("compression", std::string("none"));
+    writer.compression = compression == "zstd"      ? Compression::kZstd
+                         : compression == "deflate" ? Compression::kDeflate
+                                                    : Compression::kNone;
+    writer.compression_level = options.value("compression_level", writer.compression_level);
+    if (options.value("lmdb_values", std::string("packrec")) == "caffe-datum") {
+      writer.lmdb_values = LmdbValues::kCaffeDatum;
+    }
+    if (options.value("hdf5_layout", std::string("encoded")) == "pixels") {
+      writer.hdf5_layout = Hdf5Layout::kPixels;
+      const auto size = options.at("size");
+      writer.pixel_height = size.at(0).get<std::uint32_t>();
+      writer.pixel_width = size.at(1).get<std::uint32_t>();
+    }
+  } catch (const json::exception& error) {
+    return Status::InvalidInput(std::string("unreadable convert options in the parts: ") +
+                                error.what());
+  }
+  return writer;
+}
+
+fs::path RejectsFileOf(const Part& part, const std::string& format) {
+  return format == "hdf5" ? fs::path(part.path.string() + ".rejects.tsv")
+                          : part.path / "rejects.tsv";
+}
+
+Result<std::vector<Reject>> ReadRejects(const fs::path& file, std::uint64_t expected) {
+  std::vector<Reject> rejects;
+  if (expected == 0) return rejects;
+  std::ifstream in(file);
+  if (!in)
+    return Status::NotFound(file.string() + " is missing (" + std::to_string(expected) +
+                            " rejects are recorded in the manifest)");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line == "# path\treason") continue;  // WriteRejectsFile's header
+    const std::size_t tab = line.find('\t');
+    rejects.push_back({line.substr(0, tab), tab == std::string::npos ? "" : line.substr(tab + 1)});
+  }
+  if (rejects.size() != expected) {
+    return Status::Corruption(file.string() + " lists " + std::to_string(rejects.size()) +
+                              " rejects; the manifest says " + std::to_string(expected));
+  }
+  return rejects;
+}
+
+ImageInfo InfoOf(const RecordView& record) {
+  if (record.encoding != Encoding::kRawRgb) {
+    Result<ImageInfo> probed = ProbeImage(record.bytes);
+    if (probed.ok()) return *probed;
+  }
+  ImageInfo info;
+  info.encoding = record.encoding;
+  info.width = record.width;
+  info.height = record.height;
+  info.channels = record.channels;
+  return info;
+}
+
+}  // namespace
+
+Result<MergeStats> MergeParts(const std::vector<fs::path>& paths, const fs::path& output,
+                              const MergeOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<Part> parts;
+  for (const fs::path& path : ExpandParts(paths)) {
+    PACKREC_ASSIGN_OR_RETURN(Part part, OpenPart(path));
+    parts.push_back(std::move(part));
+  }
+  PACKREC_RETURN_IF_ERROR(CheckParts(parts));
+  const DatasetInfo& first = parts.front().reader->info();
+  PACKREC_ASSIGN_OR_RETURN(WriterOptions writer_options,
+                           WriterOptionsOf(parts.front().options, first.format));
+  writer_options.overwrite = options.overwrite;
+  DatasetMetadata metadata;
+  metadata.classes = first.classes;
+  metadata.listing_hash = first.listing_hash;
+  metadata.source_kind = first.source_kind;
+  metadata.options_json = parts.front().options.dump();
+  for (const Part& part : parts) {
+    writer_options.expected_payload_bytes += part.reader->info().payload_bytes;
+    PACKREC_ASSIGN_OR_RETURN(std::vector<Reject> rejects,
+                             ReadRejects(RejectsFileOf(part, writer_options.format),
+                                         part.reader->info().rejected_count));
+    metadata.rejects.insert(metadata.rejects.end(), rejects.begin(), rejects.end());
+  }
+  if (writer_options.compression != Compression::kNone) writer_options.expected_payload_bytes = 0;
+
+  PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<DatasetWriter> writer,
+                           CreateDatasetWriter(output, writer_options));
+  Status failure;
+  ReadScratch scratch;
+  for (const Part& part : parts) {
+    for (std::uint64_t i = 0; i < part.reader->size() && failure.ok(); ++i) {
+      Result<RecordView> record = part.reader->Read(i, scratch);
+      if (!record.ok()) {
+        failure = record.status().WithContext("merging " + part.path.string());
+        break;
+      }
+      failure = writer->Add({record->key, record->label, record->bytes, InfoOf(*record)});
+    }
+    if (!failure.ok()) break;
+  }
+  if (failure.ok()) failure = writer->Finish(metadata);
+  if (!failure.ok()) {
+    writer->Abort();
+    return failure;
+  }
+  MergeStats stats;
+  stats.parts = static_cast<std::uint32_t>(parts.size());
+  stats.records = writer->records_written();
+  stats.rejected = metadata.rejects.size();
+  stats.output_bytes = writer->bytes_written();
+  if (options.remove_parts) {
+    for (Part& part : parts) {
+      part.reader.reset();
+      std::error_code error;
+      fs::remove_all(part.path, error);
+      fs::remove(RejectsFileOf(part, writer_options.format), error);
+    }
+  }
+  stats.elapsed_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
+
+}  // namespace packrec

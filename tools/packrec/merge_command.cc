@@ -1,0 +1,42 @@
+#include <iostream>
+
+#include "cli_common.h"
+#include "packrec/merge.h"
+
+namespace packrec::cli {
+
+void AddMergeCommand(CLI::App& app, int& exit_code) {
+  auto* command = app.add_subcommand(
+      "merge",
+      "Join the parts of a partitioned conversion (convert --part I/N) into one dataset, "
+      "record for record what a single convert writes");
+  struct Args {
+    std::string out;
+    std::vector<std::string> parts;
+    MergeOptions options;
+  };
+  auto args = std::make_shared<Args>();
+  command->add_option("OUT", args->out, "Dataset to create")->required();
+  command
+      ->add_option("PARTS", args->parts,
+                   "Part datasets, or directories holding them (every part-*-of-* inside)")
+      ->required();
+  command->add_flag("--overwrite", args->options.overwrite,
+                    "Replace OUT if it already holds a packrec dataset");
+  command->add_flag("--remove-parts", args->options.remove_parts,
+                    "Delete the parts once OUT is complete");
+  command->callback([args, &exit_code] {
+    const std::vector<std::filesystem::path> parts(args->parts.begin(), args->parts.end());
+    Result<MergeStats> stats = MergeParts(parts, args->out, args->options);
+    if (!stats.ok()) {
+      exit_code = Fail("merge", stats.status());
+      return;
+    }
+    std::cout << "merged " << stats->parts << " parts: " << stats->records << " records ("
+              << HumanBytes(stats->output_bytes) << ", " << stats->rejected
+              << " rejected inputs) into " << args->out << " in " << stats->elapsed_seconds
+              << " s\n";
+  });
+}
+
+}  // namespace packrec::cli
