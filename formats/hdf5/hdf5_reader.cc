@@ -368,7 +368,11 @@ Result<std::unique_ptr<Reader>> OpenHdf5Dataset(const fs::path& path, const Open
   {
     std::lock_guard lock(LibraryMutex());
     SilenceLibrary();
-    Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    // No file locking: HDF5's flock fails on some network file systems (and read-only mounts
+    // need none); the file is immutable once written.
+    Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+    H5Pset_file_locking(access.get(), false, true);
+    Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get()), H5Fclose);
     if (!file.valid()) {
       const std::string detail = LastError();
       const bool truncated = detail.find("truncated") != std::string::npos;

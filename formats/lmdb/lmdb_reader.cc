@@ -1,4 +1,4 @@
-// The LMDB reader. Opened MDB_RDONLY | MDB_NOTLS, so read transactions are not tied to threads
+// The LMDB reader. Opened MDB_RDONLY | MDB_NOTLS | MDB_NOLOCK, so read transactions are not tied to threads
 // and any thread may call Read; one short read transaction per Read, one per ForEach.
 #include <lmdb.h>
 #include <sys/stat.h>
@@ -49,15 +49,10 @@ class Environment {
     if (rc != MDB_SUCCESS) return LmdbError(rc, "mdb_env_create", dir);
     mdb_env_set_maxreaders(env_, kMaxReaders);
     // Growing datasets are not a use case: map exactly what is there (size 0 = the file's).
-    rc = mdb_env_open(env_, dir.c_str(), MDB_RDONLY | MDB_NOTLS, 0644);
-    if (rc == EACCES || rc == EROFS) {
-      // A read-only directory or file system cannot hold a lock file; datasets are immutable,
-      // so reading without one is safe.
-      mdb_env_close(env_);
-      mdb_env_create(&env_);
-      mdb_env_set_maxreaders(env_, kMaxReaders);
-      rc = mdb_env_open(env_, dir.c_str(), MDB_RDONLY | MDB_NOTLS | MDB_NOLOCK, 0644);
-    }
+    // MDB_NOLOCK: a reader never creates lock.mdb next to the data, so datasets on shared or
+    // read-only storage are read by many machines without anyone writing there. Datasets are
+    // immutable once written, so no writer can race a lock-free reader.
+    rc = mdb_env_open(env_, dir.c_str(), MDB_RDONLY | MDB_NOTLS | MDB_NOLOCK, 0644);
     if (rc != MDB_SUCCESS) {
       mdb_env_close(env_);
       env_ = nullptr;
