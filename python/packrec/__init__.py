@@ -17,10 +17,10 @@ import sys
 
 from . import errors
 from ._packrec import Batch, Dataset, GpuBatch, __version__, decode, gpu_available, image_info, synth
-from ._packrec import _convert, _Loader
+from ._packrec import _convert, _Loader, _merge
 from .errors import Error
 
-__all__ = ["open", "convert", "synth", "decode", "image_info", "Loader", "Dataset", "Batch", "Error",
+__all__ = ["open", "convert", "merge", "synth", "decode", "image_info", "Loader", "Dataset", "Batch", "Error",
            "errors", "gpu_available", "__version__"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -81,7 +81,7 @@ def _print_progress(state):
 def convert(source, output, format="shard", *, shard_size="256MiB", align=64, compress=None,
             threads=0, shuffle=False, seed=None, on_error="fail", list_format="auto", root=None,
             resize_short=0, quality=0, overwrite=False, lmdb_values="packrec", map_size=0,
-            hdf5_layout="encoded", size=None, progress=None):
+            hdf5_layout="encoded", size=None, progress=None, part=None):
     """Packs an image folder (SRC/<class>/<file>) or a list file into a dataset; `packrec convert`.
 
     format: "shard", "lmdb" or "hdf5". The other options are the CLI's flags (docs/cli.md):
@@ -89,6 +89,9 @@ def convert(source, output, format="shard", *, shard_size="256MiB", align=64, co
     shuffle / seed, on_error ("fail" or "skip": rejects listed in OUT/rejects.tsv), list_format,
     root, resize_short, quality, overwrite, lmdb_values ("packrec" or "caffe-datum"), map_size,
     hdf5_layout ("encoded" or "pixels") with size=(height, width).
+    part=(index, count): convert only that part of the listing into
+    output/part-IIIII-of-NNNNN.pkr|.lmdb|.h5 (`--part I/N`); join the parts with packrec.merge.
+    A finished part is not redone (the result says part_already_complete); an interrupted one is.
     progress: a callable taking {records_done, records_total, input_bytes, elapsed_seconds},
     called after the first record and about every 200 ms; True prints a line to stderr. An
     exception it raises (or Ctrl-C) stops the conversion, removes the partial output and
@@ -110,11 +113,26 @@ def convert(source, output, format="shard", *, shard_size="256MiB", align=64, co
     if size is not None:
         size = (int(size[0]), int(size[1]))
     shuffle_seed = seed if seed is not None else (0 if shuffle else None)
+    if part is not None:
+        part = (int(part[0]), int(part[1]))
     return _convert(os.fspath(source), os.fspath(output), format, _size_bytes("shard_size", shard_size),
                     int(align), codec, level, int(threads), shuffle_seed, on_error, list_format,
                     os.fspath(root) if root is not None else "", int(resize_short), int(quality),
                     bool(overwrite), lmdb_values, _size_bytes("map_size", map_size), hdf5_layout,
-                    size, progress)
+                    size, part, progress)
+
+
+def merge(output, parts, *, overwrite=False, remove_parts=False):
+    """Joins the parts of a partitioned conversion (convert(..., part=(i, n))) into `output`,
+    record for record what one conversion writes; `packrec merge`. `parts`: part datasets or
+    directories holding them. Refuses (InvalidArgumentError, naming the part and what differs)
+    parts of different conversions, a missing or doubled part, before writing anything.
+
+    Returns {parts, records, rejected, output_bytes, elapsed_seconds}.
+    """
+    if isinstance(parts, (str, os.PathLike)):
+        parts = [parts]
+    return _merge(os.fspath(output), [os.fspath(p) for p in parts], bool(overwrite), bool(remove_parts))
 
 
 class _CudaArray:

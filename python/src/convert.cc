@@ -7,6 +7,7 @@
 
 #include "bindings.h"
 #include "packrec/convert.h"
+#include "packrec/merge.h"
 
 namespace packrec::python {
 namespace {
@@ -31,6 +32,7 @@ struct ConvertArguments {
   std::uint64_t map_size;
   std::string hdf5_layout;                                            // encoded | pixels
   std::optional<std::pair<std::uint32_t, std::uint32_t>> pixel_size;  // (height, width)
+  std::optional<std::pair<std::uint32_t, std::uint32_t>> part;        // (index, count)
 };
 
 // Option names are checked in Python (packrec/__init__.py); the library checks the values.
@@ -64,6 +66,10 @@ ConvertOptions ToOptions(const ConvertArguments& args) {
   options.list_root = args.list_root;
   options.resize_short = args.resize_short;
   options.quality = args.quality;
+  if (args.part) {
+    options.part_index = args.part->first;
+    options.part_count = args.part->second;
+  }
   return options;
 }
 
@@ -106,6 +112,10 @@ py::dict RunConvert(const ConvertArguments& args, const py::object& progress) {
   out["rejects"] = rejects;
   out["empty_classes"] = done.empty_classes;
   out["elapsed_seconds"] = done.elapsed_seconds;
+  if (args.part) {
+    out["part_path"] = done.part_path.string();
+    out["part_already_complete"] = done.part_already_complete;
+  }
   return out;
 }
 
@@ -120,15 +130,37 @@ void BindConvert(py::module_& module) {
          std::string list_root, std::uint32_t resize_short, int quality, bool overwrite,
          std::string lmdb_values, std::uint64_t map_size, std::string hdf5_layout,
          std::optional<std::pair<std::uint32_t, std::uint32_t>> pixel_size,
+         std::optional<std::pair<std::uint32_t, std::uint32_t>> part,
          const py::object& progress) {
         return RunConvert(
             {std::move(source), std::move(output), std::move(format), shard_size, align,
              std::move(compression), compression_level, threads, shuffle_seed, std::move(on_error),
              std::move(list_format), std::move(list_root), resize_short, quality, overwrite,
-             std::move(lmdb_values), map_size, std::move(hdf5_layout), pixel_size},
+             std::move(lmdb_values), map_size, std::move(hdf5_layout), pixel_size, part},
             progress);
       },
       "Use packrec.convert");
+  module.def(
+      "_merge",
+      [](std::string output, std::vector<std::string> parts, bool overwrite, bool remove_parts) {
+        MergeOptions options;
+        options.overwrite = overwrite;
+        options.remove_parts = remove_parts;
+        const std::vector<std::filesystem::path> paths(parts.begin(), parts.end());
+        Result<MergeStats> stats = [&] {
+          py::gil_scoped_release release;
+          return MergeParts(paths, output, options);
+        }();
+        const MergeStats done = ValueOrThrow(std::move(stats));
+        py::dict out;
+        out["parts"] = done.parts;
+        out["records"] = done.records;
+        out["rejected"] = done.rejected;
+        out["output_bytes"] = done.output_bytes;
+        out["elapsed_seconds"] = done.elapsed_seconds;
+        return out;
+      },
+      "Use packrec.merge");
 }
 
 }  // namespace packrec::python

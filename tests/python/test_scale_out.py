@@ -1,0 +1,89 @@
+"""Partitioned conversion from Python and the scale-out examples run for real: the Slurm array
+scripts under bash with the variables Slurm sets, the Kubernetes Indexed Job's command with the
+index Kubernetes sets, and the Ray example where ray is importable."""
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+import packrec
+from packrec import errors
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "scale-out"
+
+
+def records(path):
+    ds = packrec.open(path)
+    info = {k: v for k, v in ds.info().items() if k != "path"}
+    return [ds[i] for i in range(len(ds))], info
+
+
+def cli():
+    tool = os.environ.get("PACKREC_CLI")
+    if not tool or not pathlib.Path(tool).exists():
+        pytest.skip("PACKREC_CLI is not set (run through ctest)")
+    return tool
+
+
+def test_parts_from_python_merge_into_the_single_conversion(tree, tmp_path):
+    single = tmp_path / "single.lmdb"
+    packrec.convert(tree, single, format="lmdb", shuffle=True, seed=1)
+    done = [packrec.convert(tree, tmp_path / "parts", format="lmdb", part=(i, 3), shuffle=True, seed=1)
+            for i in range(3)]
+    assert [d["part_path"].endswith(f"part-0000{i}-of-00003.lmdb") for i, d in enumerate(done)] == [True] * 3
+    again = packrec.convert(tree, tmp_path / "parts", format="lmdb", part=(1, 3), shuffle=True, seed=1)
+    assert again["part_already_complete"]
+    stats = packrec.merge(tmp_path / "merged.lmdb", tmp_path / "parts", remove_parts=True)
+    assert stats["parts"] == 3 and stats["records"] == 120
+    assert records(single)[0] == records(tmp_path / "merged.lmdb")[0]
+    assert not list((tmp_path / "parts").iterdir())
+    with pytest.raises(errors.InvalidArgumentError, match="not a part"):
+        packrec.merge(tmp_path / "again.lmdb", [single])
+
+
+def test_the_slurm_array_scripts(tree, tmp_path):
+    env = {**os.environ, "SRC": os.fspath(tree), "PARTS": os.fspath(tmp_path / "parts"),
+           "OUT": os.fspath(tmp_path / "train.pkr"), "PACKREC": cli(), "SLURM_CPUS_PER_TASK": "1"}
+    tasks = [subprocess.Popen(["bash", EXAMPLES / "convert-array.sbatch"],
+                              env={**env, "SLURM_ARRAY_TASK_ID": str(i), "SLURM_ARRAY_TASK_COUNT": "4"})
+             for i in range(4)]
+    assert [task.wait(timeout=300) for task in tasks] == [0] * 4
+    subprocess.run(["bash", EXAMPLES / "merge.sbatch"], env=env, check=True, timeout=300,
+                   capture_output=True)
+    single = tmp_path / "single.pkr"
+    subprocess.run([cli(), "convert", tree, single, "--shuffle", "--seed", "1", "--on-error", "skip",
+                    "-q"], check=True, timeout=300)
+    assert records(single) == records(tmp_path / "train.pkr")
+
+
+def test_the_kubernetes_indexed_job(tree, tmp_path):
+    yaml = pytest.importorskip("yaml")
+    job = yaml.safe_load((EXAMPLES / "convert-indexed-job.yaml").read_text())
+    spec = job["spec"]
+    assert job["kind"] == "Job" and spec["completionMode"] == "Indexed"
+    assert spec["completions"] == spec["parallelism"] == 16
+    container = spec["template"]["spec"]["containers"][0]
+    command = container["args"][0]
+    assert '--part "${JOB_COMPLETION_INDEX}/16"' in command
+    # The pod's command, run as each of 16 pods would (paths mapped to this test's).
+    command = command.replace("packrec ", f"{cli()} ", 1).replace("/source/train", os.fspath(tree))
+    command = command.replace("/data/train-parts", os.fspath(tmp_path / "parts"))
+    for index in range(16):
+        subprocess.run(["/bin/sh", "-c", command], env={**os.environ, "JOB_COMPLETION_INDEX": str(index)},
+                       check=True, timeout=300)
+    packrec.merge(tmp_path / "train.pkr", tmp_path / "parts")
+    single = tmp_path / "single.pkr"
+    subprocess.run([cli(), "convert", tree, single, "--shuffle", "--seed", "1", "--threads", "8",
+                    "--on-error", "skip", "-q"], check=True, timeout=300)
+    assert records(single) == records(tmp_path / "train.pkr")
+
+
+def test_the_ray_example(tree, tmp_path):
+    pytest.importorskip("ray")
+    subprocess.run([sys.executable, EXAMPLES / "ray_convert.py", tree, tmp_path / "parts",
+                    tmp_path / "train.pkr", "--parts", "4", "--threads", "1"], check=True, timeout=600)
+    single = tmp_path / "single.pkr"
+    packrec.convert(tree, single, shuffle=True, seed=1, on_error="skip")
+    assert records(single) == records(tmp_path / "train.pkr")
