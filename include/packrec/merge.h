@@ -31,8 +31,9 @@ struct MergeStats {
 // each. Then streams the records, in part order, through the format's writer with the parts'
 // options, so the result is record for record (and for shards byte for byte) what one
 // conversion writes; rejects lists are joined.
-// Errors: InvalidArgument naming the part and what disagrees; the parts' open errors; the
-// writer's (AlreadyExists without overwrite, IOError). On error nothing is left at `output`.
+// Errors: InvalidInput naming the part and what disagrees (InvalidArgument: no parts); the parts'
+// open errors; the writer's (AlreadyExists without overwrite, IOError). On error nothing is left at
+// `output`.
 Result<MergeStats> MergeParts(const std::vector<std::filesystem::path>& parts,
                               const std::filesystem::path& output, const MergeOptions& options);
 

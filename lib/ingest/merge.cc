@@ -74,9 +74,9 @@ Result<Part> OpenPart(const fs::path& path) {
     part.options = json::parse(info.options_json.empty() ? "{}" : info.options_json);
     const auto it = part.options.find("part");
     if (it == part.options.end()) {
-      return Status::InvalidArgument(path.string() +
-                                     " is not a part of a partitioned conversion (its options "
-                                     "have no 'part'; convert with --part I/N)");
+      return Status::InvalidInput(path.string() +
+                                  " is not a part of a partitioned conversion (its options "
+                                  "have no 'part'; convert with --part I/N)");
     }
     part.index = it->at("index").get<std::uint32_t>();
     part.count = it->at("count").get<std::uint32_t>();
@@ -105,9 +105,9 @@ Status CheckParts(std::vector<Part>& parts) {
     const Part& part = parts[i];
     const DatasetInfo& info = part.reader->info();
     const auto differs = [&](const std::string& what) {
-      return Status::InvalidArgument("parts disagree: " + name(part) + " and " + name(first) +
-                                     " have different " + what +
-                                     "; they are not parts of one conversion");
+      return Status::InvalidInput("parts disagree: " + name(part) + " and " + name(first) +
+                                  " have different " + what +
+                                  "; they are not parts of one conversion");
     };
     if (part.count != first.count) return differs("part counts");
     if (info.format != want.format)
@@ -121,15 +121,15 @@ Status CheckParts(std::vector<Part>& parts) {
                      ")");
     }
     if (i > 0 && part.index == parts[i - 1].index) {
-      return Status::InvalidArgument(
+      return Status::InvalidInput(
           "part " + std::to_string(part.index) + " of " + std::to_string(part.count) +
           " is given twice: " + parts[i - 1].path.string() + " and " + part.path.string());
     }
     const std::uint64_t expected_begin = i == 0 ? 0 : parts[i - 1].items_end;
     if (part.index != i || part.items_begin != expected_begin) {
-      return Status::InvalidArgument("part " + std::to_string(i) + " of " +
-                                     std::to_string(first.count) + " is missing (inputs " +
-                                     std::to_string(expected_begin) + " on have no part)");
+      return Status::InvalidInput("part " + std::to_string(i) + " of " +
+                                  std::to_string(first.count) + " is missing (inputs " +
+                                  std::to_string(expected_begin) + " on have no part)");
     }
     if (info.record_count + info.rejected_count != part.items_end - part.items_begin) {
       return Status::Corruption(name(part) + " holds " + std::to_string(info.record_count) +
@@ -139,14 +139,14 @@ Status CheckParts(std::vector<Part>& parts) {
     }
   }
   if (parts.size() != first.count) {
-    return Status::InvalidArgument("part " + std::to_string(parts.size()) + " of " +
-                                   std::to_string(first.count) + " is missing (got " +
-                                   std::to_string(parts.size()) + " parts)");
+    return Status::InvalidInput("part " + std::to_string(parts.size()) + " of " +
+                                std::to_string(first.count) + " is missing (got " +
+                                std::to_string(parts.size()) + " parts)");
   }
   if (parts.back().items_end != first.items_total) {
-    return Status::InvalidArgument("the parts cover inputs 0 to " +
-                                   std::to_string(parts.back().items_end) + " of " +
-                                   std::to_string(first.items_total));
+    return Status::InvalidInput("the parts cover inputs 0 to " +
+                                std::to_string(parts.back().items_end) + " of " +
+                                std::to_string(first.items_total));
   }
   return Status::OK();
 }
@@ -250,17 +250,16 @@ Result<MergeStats> MergeParts(const std::vector<fs::path>& paths, const fs::path
   PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<DatasetWriter> writer,
                            CreateDatasetWriter(output, writer_options));
   Status failure;
-  ReadScratch scratch;
   for (const Part& part : parts) {
-    for (std::uint64_t i = 0; i < part.reader->size() && failure.ok(); ++i) {
-      Result<RecordView> record = part.reader->Read(i, scratch);
-      if (!record.ok()) {
-        failure = record.status().WithContext("merging " + part.path.string());
-        break;
-      }
-      failure = writer->Add({record->key, record->label, record->bytes, InfoOf(*record)});
+    // ForEach streams each file with large sequential reads (checksums verified), rather than
+    // faulting a mapping in page by page.
+    failure = part.reader->ForEach([&](const RecordView& record) {
+      return writer->Add({record.key, record.label, record.bytes, InfoOf(record)});
+    });
+    if (!failure.ok()) {
+      failure = failure.WithContext("merging " + part.path.string());
+      break;
     }
-    if (!failure.ok()) break;
   }
   if (failure.ok()) failure = writer->Finish(metadata);
   if (!failure.ok()) {

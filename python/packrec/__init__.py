@@ -125,7 +125,7 @@ def convert(source, output, format="shard", *, shard_size="256MiB", align=64, co
 def merge(output, parts, *, overwrite=False, remove_parts=False):
     """Joins the parts of a partitioned conversion (convert(..., part=(i, n))) into `output`,
     record for record what one conversion writes; `packrec merge`. `parts`: part datasets or
-    directories holding them. Refuses (InvalidArgumentError, naming the part and what differs)
+    directories holding them. Refuses (InvalidInputError, naming the part and what differs)
     parts of different conversions, a missing or doubled part, before writing anything.
 
     Returns {parts, records, rejected, output_bytes, elapsed_seconds}.

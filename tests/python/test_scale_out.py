@@ -39,7 +39,7 @@ def test_parts_from_python_merge_into_the_single_conversion(tree, tmp_path):
     assert stats["parts"] == 3 and stats["records"] == 120
     assert records(single)[0] == records(tmp_path / "merged.lmdb")[0]
     assert not list((tmp_path / "parts").iterdir())
-    with pytest.raises(errors.InvalidArgumentError, match="not a part"):
+    with pytest.raises(errors.InvalidInputError, match="not a part"):
         packrec.merge(tmp_path / "again.lmdb", [single])
 
 
