@@ -1,5 +1,5 @@
-// The LMDB reader. Opened MDB_RDONLY | MDB_NOTLS | MDB_NOLOCK, so read transactions are not tied to threads
-// and any thread may call Read; one short read transaction per Read, one per ForEach.
+// The LMDB reader. Opened MDB_RDONLY | MDB_NOTLS | MDB_NOLOCK, so read transactions are not tied to
+// threads and any thread may call Read; one short read transaction per Read, one per ForEach.
 #include <lmdb.h>
 #include <sys/stat.h>
 #include <unistd.h>

@@ -130,14 +130,28 @@ void BindConvert(py::module_& module) {
          std::string list_root, std::uint32_t resize_short, int quality, bool overwrite,
          std::string lmdb_values, std::uint64_t map_size, std::string hdf5_layout,
          std::optional<std::pair<std::uint32_t, std::uint32_t>> pixel_size,
-         std::optional<std::pair<std::uint32_t, std::uint32_t>> part,
-         const py::object& progress) {
-        return RunConvert(
-            {std::move(source), std::move(output), std::move(format), shard_size, align,
-             std::move(compression), compression_level, threads, shuffle_seed, std::move(on_error),
-             std::move(list_format), std::move(list_root), resize_short, quality, overwrite,
-             std::move(lmdb_values), map_size, std::move(hdf5_layout), pixel_size, part},
-            progress);
+         std::optional<std::pair<std::uint32_t, std::uint32_t>> part, const py::object& progress) {
+        return RunConvert({std::move(source),
+                           std::move(output),
+                           std::move(format),
+                           shard_size,
+                           align,
+                           std::move(compression),
+                           compression_level,
+                           threads,
+                           shuffle_seed,
+                           std::move(on_error),
+                           std::move(list_format),
+                           std::move(list_root),
+                           resize_short,
+                           quality,
+                           overwrite,
+                           std::move(lmdb_values),
+                           map_size,
+                           std::move(hdf5_layout),
+                           pixel_size,
+                           part},
+                          progress);
       },
       "Use packrec.convert");
   module.def(
