@@ -47,6 +47,13 @@ enum class ShuffleMode : std::uint8_t {
   // shuffled inside (FFCV's quasi-random order): reads stay near each other, for slow or remote
   // storage where random access costs seeks or round trips.
   kWindowed,
+  // Each rank reads only its own shard files (world_size must divide the dataset's file count):
+  // a new assignment of files to ranks each epoch, each rank's records shuffled among
+  // themselves, so no two ranks read one file in an epoch (remote storage, per-machine caches).
+  // The price: the order depends on world_size (a resume must keep it), the statistics are a
+  // file-level mix, and ranks hold different record counts, so last_batch must be kPad (each
+  // rank repeats its own records up to the largest share) or kDrop (cut to the smallest).
+  kShards,
 };
 
 // The end of an epoch whose length does not divide into global batches (batch_size x world_size).
@@ -195,8 +202,8 @@ class Loader {
   virtual LoaderStats stats() const = 0;
 };
 
-// The names LoaderState's JSON and the Python API use: "none" "global" "windowed"; "short" "pad"
-// "drop". Parse* return false for any other name.
+// The names LoaderState's JSON and the Python API use: "none" "global" "windowed" "shards";
+// "short" "pad" "drop". Parse* return false for any other name.
 std::string_view ShuffleModeName(ShuffleMode mode);
 std::string_view LastBatchName(LastBatch mode);
 bool ParseShuffleMode(std::string_view name, ShuffleMode* mode);
@@ -209,6 +216,8 @@ bool ParseLastBatch(std::string_view name, LastBatch* mode);
 class EpochSequence {
  public:
   EpochSequence(std::uint64_t record_count, const LoaderOptions& options, std::uint64_t epoch);
+  // The dataset's files (kShards assigns them to ranks; the other modes need only the count).
+  EpochSequence(const DatasetInfo& info, const LoaderOptions& options, std::uint64_t epoch);
 
   std::uint64_t global_batch_size() const { return global_batch_; }
   // The sequence's length (padding included) and its global batches.
@@ -228,8 +237,16 @@ class EpochSequence {
     std::uint64_t Forward(std::uint64_t index) const;
     std::uint64_t Inverse(std::uint64_t index) const;
   };
+  // kShards: each rank's files (first record, cumulative record counts) and its shuffle.
+  struct RankShare {
+    std::vector<std::uint64_t> first_records;
+    std::vector<std::uint64_t> ends;  // cumulative record counts within the share
+    Permutation order;
+  };
   static Permutation MakePermutation(std::uint64_t size, std::uint64_t key);
   std::uint64_t Shuffled(std::uint64_t position) const;
+  void AssignShards(const std::vector<DatasetFileInfo>& files);
+  std::uint64_t FromShare(std::uint32_t rank, std::uint64_t index) const;
 
   std::uint64_t record_count_ = 0;
   LoaderOptions options_;
@@ -239,6 +256,7 @@ class EpochSequence {
   std::uint64_t batches_ = 0;
   Permutation order_;             // kGlobal: of the records; kWindowed: of the windows
   std::uint64_t short_slot_ = 0;  // kWindowed: where the last, short window is visited
+  std::shared_ptr<const std::vector<RankShare>> shares_;  // kShards (shared by copies)
 };
 
 // The record indices this rank reads in `epoch`, in order (what the loader reads).

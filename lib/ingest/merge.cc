@@ -15,7 +15,6 @@
 #include <chrono>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <string>
 #include <system_error>
 
@@ -41,16 +40,30 @@ struct Part {
   std::uint64_t items_total = 0;
 };
 
+// part-IIIII-of-NNNNN.pkr|.lmdb|.h5, as PartName writes them (and not their .partial).
+bool IsPartName(const std::string& name) {
+  const auto digits = [&](std::size_t at) {
+    return name.size() >= at + 5 && std::all_of(name.begin() + static_cast<std::ptrdiff_t>(at),
+                                                name.begin() + static_cast<std::ptrdiff_t>(at + 5),
+                                                [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (name.rfind("part-", 0) != 0 || !digits(5) || name.compare(10, 4, "-of-") != 0 ||
+      !digits(14)) {
+    return false;
+  }
+  const std::string extension = name.substr(19);
+  return extension == ".pkr" || extension == ".lmdb" || extension == ".h5";
+}
+
 // The part datasets named by `paths`: each a part, or a directory of parts.
 std::vector<fs::path> ExpandParts(const std::vector<fs::path>& paths) {
-  static const std::regex kPartName(R"(part-\d{5}-of-\d{5}\.(pkr|lmdb|h5))");
   std::vector<fs::path> out;
   for (const fs::path& path : paths) {
     std::vector<fs::path> inside;
     std::error_code error;
     if (fs::is_directory(path, error) && !fs::exists(path / "manifest.json", error)) {
       for (const fs::directory_entry& entry : fs::directory_iterator(path, error)) {
-        if (std::regex_match(entry.path().filename().string(), kPartName)) {
+        if (IsPartName(entry.path().filename().string())) {
           inside.push_back(entry.path());
         }
       }

@@ -120,7 +120,7 @@ class LoaderImpl final : public Loader {
       : reader_(std::move(reader)),
         options_(options),
         fingerprint_(DatasetFingerprint(reader_->info())),
-        sequence_(reader_->size(), options_, 0) {
+        sequence_(reader_->info(), options_, 0) {
     for (std::uint32_t i = 0; i < options_.prefetch_batches; ++i) free_.push_back(NewBuffer());
     pool_->owner = this;
     const unsigned threads =
@@ -198,11 +198,15 @@ class LoaderImpl final : public Loader {
       return differs("shuffle_window", std::to_string(state.shuffle_window),
                      std::to_string(options.shuffle_window));
     }
+    if (options.shuffle == ShuffleMode::kShards && state.world_size != options.world_size) {
+      return differs("world_size (shuffle 'shards' ties the order to it)",
+                     std::to_string(state.world_size), std::to_string(options.world_size));
+    }
     if (state.last_batch != options.last_batch) {
       return differs("last_batch", std::string(LastBatchName(state.last_batch)),
                      std::string(LastBatchName(options.last_batch)));
     }
-    const EpochSequence sequence(reader.size(), options, state.epoch);
+    const EpochSequence sequence(reader.info(), options, state.epoch);
     if (state.position == sequence.length()) return sequence.batches();
     if (state.position > sequence.length() || state.position % sequence.global_batch_size() != 0) {
       return Status::InvalidArgument(
@@ -298,7 +302,7 @@ class LoaderImpl final : public Loader {
   void BeginEpoch(std::uint64_t epoch, std::uint64_t first_batch) {
     ++generation_;
     epoch_ = epoch;
-    sequence_ = EpochSequence(reader_->size(), options_, epoch);
+    sequence_ = EpochSequence(reader_->info(), options_, epoch);
     batches_ = sequence_.batches();
     next_claim_ = std::min(first_batch, batches_);
     next_deliver_ = next_claim_;
@@ -462,6 +466,20 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Reader> rea
                                                const std::optional<LoaderState>& resume_from) {
   if (reader == nullptr) return Status::InvalidArgument("no reader");
   PACKREC_RETURN_IF_ERROR(ValidateOptions(options));
+  if (options.shuffle == ShuffleMode::kShards) {
+    const std::size_t files = std::max<std::size_t>(1, reader->info().files.size());
+    if (files % options.world_size != 0) {
+      return Status::InvalidArgument("shuffle 'shards' gives each rank its own files: world_size " +
+                                     std::to_string(options.world_size) +
+                                     " must divide the dataset's " + std::to_string(files) +
+                                     " file(s) (convert with a smaller --shard-size for more)");
+    }
+    if (options.last_batch == LastBatch::kShort) {
+      return Status::InvalidArgument(
+          "shuffle 'shards' needs last_batch pad or drop: ranks hold different record counts, "
+          "and every rank must take the same number of steps");
+    }
+  }
   std::uint64_t epoch = 0;
   std::uint64_t first_batch = 0;
   if (resume_from) {

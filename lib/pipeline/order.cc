@@ -30,6 +30,7 @@ std::uint64_t Mix(std::uint64_t z) {
 // Streams of MixSeed that no record index reaches (crops use record + 1).
 constexpr std::uint64_t kOrderStream = 1ull << 62;
 constexpr std::uint64_t kWindowStream = 1ull << 63;
+constexpr std::uint64_t kShardStream = 3ull << 62;  // kShards: the file assignment, then ranks
 
 double Uniform(SplitMix64& random) {
   return static_cast<double>(random.Next() >> 11) * (1.0 / 9007199254740992.0);  // [0, 1)
@@ -115,7 +116,65 @@ EpochSequence::EpochSequence(std::uint64_t record_count, const LoaderOptions& op
     const std::uint64_t windows = (record_count + window - 1) / window;
     order_ = MakePermutation(windows, key);
     if (record_count % window != 0) short_slot_ = order_.Inverse(windows - 1);
+  } else if (options.shuffle == ShuffleMode::kShards) {
+    AssignShards({{"", 0, record_count, 0}});  // one file, unless given the dataset's (below)
   }
+}
+
+EpochSequence::EpochSequence(const DatasetInfo& info, const LoaderOptions& options,
+                             std::uint64_t epoch)
+    : EpochSequence(info.record_count, options, epoch) {
+  if (options.shuffle != ShuffleMode::kShards) return;
+  std::vector<DatasetFileInfo> files = info.files;
+  if (files.empty() && info.record_count > 0) files.push_back({"", 0, info.record_count, 0});
+  AssignShards(files);
+}
+
+// Files go to ranks by a permutation of the files per epoch: file f to rank perm(f) mod world,
+// so each rank gets files / world of them, different ones each epoch. Each rank's records are
+// then one shuffled stream, and global batch s is every rank's s-th batch of its stream, in rank
+// order; the epoch is as long as the smallest share (kDrop) or the largest one, the others
+// repeating their own records (kPad).
+void EpochSequence::AssignShards(const std::vector<DatasetFileInfo>& files) {
+  const std::uint32_t world = std::max<std::uint32_t>(1, options_.world_size);
+  const std::uint64_t batch = std::max<std::uint32_t>(1, options_.batch_size);
+  auto shares = std::make_shared<std::vector<RankShare>>(world);
+  const Permutation assignment =
+      MakePermutation(files.size(), MixSeed(options_.seed, epoch_, kShardStream));
+  // Rank r's files are those at positions r, r + world, ... of the permuted list, in that order.
+  for (std::uint64_t slot = 0; slot < files.size(); ++slot) {
+    const DatasetFileInfo& file = files[assignment.Forward(slot)];
+    RankShare& share = (*shares)[slot % world];
+    share.first_records.push_back(file.first_record);
+    share.ends.push_back((share.ends.empty() ? 0 : share.ends.back()) + file.record_count);
+  }
+  std::uint64_t smallest = ~std::uint64_t{0};
+  std::uint64_t largest = 0;
+  for (std::uint32_t rank = 0; rank < world; ++rank) {
+    RankShare& share = (*shares)[rank];
+    const std::uint64_t count = share.ends.empty() ? 0 : share.ends.back();
+    share.order = MakePermutation(count, MixSeed(options_.seed, epoch_, kShardStream + 1 + rank));
+    smallest = std::min(smallest, count);
+    largest = std::max(largest, count);
+  }
+  // A rank without records (fewer files than ranks; the loader refuses that) has nothing to pad
+  // with: the epoch is then empty rather than undefined.
+  const std::uint64_t per_rank = smallest == 0 ? 0
+                                 : options_.last_batch == LastBatch::kPad
+                                     ? (largest + batch - 1) / batch * batch
+                                     : smallest / batch * batch;
+  length_ = per_rank * world;
+  batches_ = per_rank / batch;
+  shares_ = std::move(shares);
+}
+
+std::uint64_t EpochSequence::FromShare(std::uint32_t rank, std::uint64_t index) const {
+  const RankShare& share = (*shares_)[rank];
+  const std::uint64_t count = share.ends.back();
+  const std::uint64_t local = share.order.Forward(index < count ? index : index % count);
+  const auto file = static_cast<std::size_t>(
+      std::upper_bound(share.ends.begin(), share.ends.end(), local) - share.ends.begin());
+  return share.first_records[file] + local - (file == 0 ? 0 : share.ends[file - 1]);
 }
 
 std::uint64_t EpochSequence::Shuffled(std::uint64_t position) const {
@@ -146,6 +205,12 @@ std::uint64_t EpochSequence::Shuffled(std::uint64_t position) const {
 }
 
 std::uint64_t EpochSequence::At(std::uint64_t position) const {
+  if (shares_ != nullptr) {
+    const std::uint64_t batch = std::max<std::uint32_t>(1, options_.batch_size);
+    const std::uint64_t step = position / global_batch_;
+    const std::uint64_t within = position % global_batch_;
+    return FromShare(static_cast<std::uint32_t>(within / batch), step * batch + within % batch);
+  }
   return Shuffled(position < record_count_ ? position : position % record_count_);
 }
 
@@ -174,6 +239,15 @@ EpochPlan EpochSequence::Plan(std::uint32_t rank) const {
   }
   plan.padded = length_ > record_count_ ? length_ - record_count_ : 0;
   plan.dropped = record_count_ - std::min(record_count_, length_);
+  if (shares_ != nullptr) {  // per rank: padding up to, or records past, the epoch's length
+    plan.padded = plan.dropped = 0;
+    const std::uint64_t per_rank = length_ / std::max<std::uint32_t>(1, options_.world_size);
+    for (const RankShare& share : *shares_) {
+      const std::uint64_t count = share.ends.empty() ? 0 : share.ends.back();
+      plan.padded += per_rank > count ? per_rank - count : 0;
+      plan.dropped += count > per_rank ? count - per_rank : 0;
+    }
+  }
   return plan;
 }
 

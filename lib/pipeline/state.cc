@@ -72,6 +72,8 @@ std::string_view ShuffleModeName(ShuffleMode mode) {
       return "global";
     case ShuffleMode::kWindowed:
       return "windowed";
+    case ShuffleMode::kShards:
+      return "shards";
   }
   return "?";
 }
@@ -90,7 +92,7 @@ std::string_view LastBatchName(LastBatch mode) {
 
 bool ParseShuffleMode(std::string_view name, ShuffleMode* mode) {
   for (const ShuffleMode candidate :
-       {ShuffleMode::kNone, ShuffleMode::kGlobal, ShuffleMode::kWindowed}) {
+       {ShuffleMode::kNone, ShuffleMode::kGlobal, ShuffleMode::kWindowed, ShuffleMode::kShards}) {
     if (ShuffleModeName(candidate) == name) {
       *mode = candidate;
       return true;
@@ -161,7 +163,7 @@ Result<LoaderState> LoaderState::FromJson(std::string_view text) {
   PACKREC_RETURN_IF_ERROR(Take(body, "position", &state.position));
   if (!ParseShuffleMode(shuffle, &state.shuffle)) {
     return Status::InvalidInput("loader state: shuffle '" + shuffle +
-                                "' is not none, global or windowed");
+                                "' is not none, global, windowed or shards");
   }
   if (!ParseLastBatch(last_batch, &state.last_batch)) {
     return Status::InvalidInput("loader state: last_batch '" + last_batch +

@@ -170,8 +170,10 @@ class Loader:
     transform: "train" (RandomResizedCrop(size, scale, ratio) + horizontal flip), "eval"
     (resize the shorter side to `resize`, default size*256/224, center crop `size`) or "none"
     (no decode: batches are (list of encoded bytes, labels)).
-    shuffle: True ("global"), False ("none") or "windowed" (neighbouring windows of
-    shuffle_window records, for slow storage).
+    shuffle: True ("global"), False ("none"), "windowed" (neighbouring windows of
+    shuffle_window records, for slow storage) or "shards" (each rank reads only its own shard
+    files, reassigned each epoch; needs world_size dividing the file count and last_batch "pad"
+    or "drop"; docs/scale-out.md).
     normalize: True (ImageNet mean/std) or (mean, std): N x 3 x H x W float32 ((x/255-mean)/std),
     made on the device by packrec's kernel with device="cuda", by torch on the host otherwise.
     device: None/"cpu", or "cuda"/"cuda:N": tensors already on the GPU, uploaded asynchronously
@@ -199,7 +201,7 @@ class Loader:
             shuffle = "global"
         elif shuffle is False or shuffle is None:
             shuffle = "none"
-        _choice("shuffle", shuffle, ("global", "windowed", "none"))
+        _choice("shuffle", shuffle, ("global", "windowed", "shards", "none"))
         _choice("transform", transform, ("train", "eval", "none"))
         _choice("on_bad_record", on_bad_record, ("raise", "skip"))
         self.transform = transform

@@ -456,3 +456,125 @@ TEST_CASE("fingerprint: one listing in every format agrees; another listing or o
 
 }  // namespace
 }  // namespace packrec
+
+namespace packrec {
+namespace {
+
+// A dataset of 60 records in a multiple of 4 shard files (at least 8).
+std::shared_ptr<const Reader> ManyShards(const test::TempDir& dir) {
+  const auto records = test::MakeRecords(60);
+  for (std::uint64_t size = 24 << 10; size >= 4096; size -= 1024) {
+    const std::filesystem::path path = dir / ("ds-" + std::to_string(size));
+    WriterOptions options;
+    options.shard_size_bytes = size;
+    test::WriteDataset(path, records, options);
+    auto reader = OpenShared(path);
+    const std::size_t files = reader->info().files.size();
+    if (files % 4 == 0 && files >= 8) return reader;
+  }
+  FAIL("no shard size gave a multiple of 4 files");
+  return nullptr;
+}
+
+// The file each record lies in.
+std::vector<std::size_t> FileOf(const Reader& reader) {
+  std::vector<std::size_t> file(reader.size());
+  for (std::size_t f = 0; f < reader.info().files.size(); ++f) {
+    const DatasetFileInfo& info = reader.info().files[f];
+    for (std::uint64_t i = 0; i < info.record_count; ++i) file[info.first_record + i] = f;
+  }
+  return file;
+}
+
+TEST_CASE("shuffle shards: each rank reads only its own files, new ones each epoch") {
+  test::TempDir dir;
+  auto reader = ManyShards(dir);
+  const std::vector<std::size_t> file_of = FileOf(*reader);
+  for (const std::uint32_t world : {2u, 4u}) {
+    for (const LastBatch last : {LastBatch::kPad, LastBatch::kDrop}) {
+      CAPTURE(world);
+      CAPTURE(LastBatchName(last));
+      LoaderOptions options = Small();
+      options.shuffle = ShuffleMode::kShards;
+      options.world_size = world;
+      options.batch_size = 4;
+      options.last_batch = last;
+      std::vector<std::set<std::size_t>> files_by_epoch_rank;
+      for (std::uint64_t epoch = 0; epoch < 2; ++epoch) {
+        std::set<std::size_t> seen_files;
+        std::multiset<std::uint64_t> all;
+        std::uint64_t padded = 0;
+        std::optional<std::uint64_t> steps;
+        for (std::uint32_t rank = 0; rank < world; ++rank) {
+          options.rank = rank;
+          auto loader = Make(reader, options);
+          loader->StartEpoch(epoch);
+          const Delivered run = Take(*loader);
+          if (!steps) steps = run.batches;
+          CHECK(run.batches == *steps);  // the same steps on every rank
+          std::set<std::size_t> mine;
+          for (const std::uint64_t record : run.records) mine.insert(file_of[record]);
+          for (const std::size_t f : mine) CHECK(seen_files.insert(f).second);  // disjoint files
+          CHECK(mine.size() == reader->info().files.size() / world);
+          all.insert(run.records.begin(), run.records.end());
+          padded += run.padded;
+          files_by_epoch_rank.push_back(mine);
+          // The plan adds up: padding when padding, drops when dropping.
+          const EpochPlan plan = loader->plan();
+          CHECK(run.records.size() == plan.records);
+          if (last == LastBatch::kPad) {
+            CHECK(plan.dropped == 0);
+          } else {
+            CHECK(plan.padded == 0);
+          }
+        }
+        const std::set<std::uint64_t> distinct(all.begin(), all.end());
+        if (last == LastBatch::kPad) CHECK(distinct.size() == reader->size());  // all read
+      }
+      // Epoch 1 reassigned the files (with 8+ files and 2+ ranks, not all ranks keep theirs).
+      bool moved = false;
+      for (std::uint32_t rank = 0; rank < world; ++rank) {
+        moved = moved || files_by_epoch_rank[rank] != files_by_epoch_rank[world + rank];
+      }
+      CHECK(moved);
+    }
+  }
+}
+
+TEST_CASE("shuffle shards: resumes on the same world_size, refuses another, and checks options") {
+  test::TempDir dir;
+  auto reader = ManyShards(dir);
+  LoaderOptions options = Small();
+  options.shuffle = ShuffleMode::kShards;
+  options.world_size = 2;
+  options.rank = 1;
+  options.batch_size = 4;
+  options.last_batch = LastBatch::kPad;
+  auto whole_loader = Make(reader, options);
+  const Delivered whole = Take(*whole_loader);
+  auto first = Make(reader, options);
+  Delivered run = Take(*first, 2);
+  const LoaderState saved = ThroughJson(first->State());
+  CHECK(saved.shuffle == ShuffleMode::kShards);
+  run.Append(Take(*Make(reader, options, saved)));
+  CHECK(run.records == whole.records);
+  LoaderOptions four = options;
+  four.world_size = 4;
+  four.batch_size = 2;  // the same global batch, but the order depends on world_size here
+  auto refused = Loader::Create(reader, four, saved);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().message().find("world_size") != std::string::npos);
+
+  LoaderOptions bad = options;
+  bad.last_batch = LastBatch::kShort;
+  CHECK(Loader::Create(reader, bad).status().message().find("pad or drop") != std::string::npos);
+  bad = options;
+  bad.world_size = 3;  // the file count is a multiple of 4
+  bad.rank = 0;
+  if (reader->info().files.size() % 3 != 0) {
+    CHECK(Loader::Create(reader, bad).status().message().find("must divide") != std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace packrec

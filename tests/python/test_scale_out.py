@@ -87,3 +87,26 @@ def test_the_ray_example(tree, tmp_path):
     single = tmp_path / "single.pkr"
     packrec.convert(tree, single, shuffle=True, seed=1, on_error="skip")
     assert records(single) == records(tmp_path / "train.pkr")
+
+
+def test_shuffle_shards_gives_each_rank_its_own_files(tree, tmp_path):
+    for kib in range(64, 16, -4):  # a shard size that gives an even number of files
+        path = tmp_path / f"many-{kib}.pkr"
+        packrec.convert(tree, path, shard_size=kib << 10)
+        files = packrec.open(path).info()["files"]
+        if len(files) % 2 == 0:
+            break
+    assert len(files) % 2 == 0, len(files)
+    file_of = {}
+    for n, f in enumerate(files):
+        file_of.update({i: n for i in range(f["first_record"], f["first_record"] + f["record_count"])})
+    for epoch in range(2):
+        mine = []
+        for rank in range(2):
+            loader = packrec.Loader(path, batch_size=4, rank=rank, world_size=2, shuffle="shards",
+                                    last_batch="pad", transform="none", output="numpy")
+            loader.set_epoch(epoch)
+            mine.append({file_of[int(i)] for b in loader.batches() for i in b.indices})
+        assert not mine[0] & mine[1] and len(mine[0]) == len(mine[1]) == len(files) // 2
+    with pytest.raises(errors.InvalidArgumentError, match="pad or drop"):
+        packrec.Loader(path, rank=0, world_size=2, shuffle="shards")
