@@ -25,8 +25,10 @@ struct MergeStats {
 };
 
 // `parts`: the part datasets, or directories holding them (every part-*-of-* inside is taken),
-// in any order. Before writing anything, checks that they are the parts of one conversion: the
-// same part count, every part exactly once, the same listing hash, classes, source and options,
+// in any order. In place: when `parts` is just `output`, a directory of parts, the merged
+// dataset is written beside it and moved into it, and the parts are removed (not for HDF5, whose
+// dataset is one file). Before writing anything, checks that they are the parts of one conversion:
+// the same part count, every part exactly once, the same listing hash, classes, source and options,
 // item ranges that follow each other with no gap or overlap, and records + rejects = items in
 // each. Then streams the records, in part order, through the format's writer with the parts'
 // options, so the result is record for record (and for shards byte for byte) what one

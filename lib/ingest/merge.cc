@@ -260,8 +260,24 @@ Result<MergeStats> MergeParts(const std::vector<fs::path>& paths, const fs::path
   }
   if (writer_options.compression != Compression::kNone) writer_options.expected_payload_bytes = 0;
 
+  // In place (the parts directory is also the output): written beside it first, moved in once
+  // complete, so an interrupted merge leaves the parts as they were.
+  std::error_code error;
+  const bool in_place = paths.size() == 1 && fs::is_directory(output, error) &&
+                        fs::equivalent(paths.front(), output, error);
+  if (in_place && writer_options.format == "hdf5") {
+    return Status::InvalidArgument(
+        "an HDF5 dataset is one file, so it cannot take the place of "
+        "its parts' directory: merge into a file (packrec merge OUT.h5 " +
+        output.string() + ")");
+  }
+  const fs::path target = in_place ? fs::path(output.string() + ".packrec-merging") : output;
+  if (in_place) {
+    fs::remove_all(target, error);  // ours by name: a leftover of an interrupted merge
+    writer_options.overwrite = false;
+  }
   PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<DatasetWriter> writer,
-                           CreateDatasetWriter(output, writer_options));
+                           CreateDatasetWriter(target, writer_options));
   Status failure;
   for (const Part& part : parts) {
     // ForEach streams each file with large sequential reads (checksums verified), rather than
@@ -284,13 +300,25 @@ Result<MergeStats> MergeParts(const std::vector<fs::path>& paths, const fs::path
   stats.records = writer->records_written();
   stats.rejected = metadata.rejects.size();
   stats.output_bytes = writer->bytes_written();
-  if (options.remove_parts) {
+  if (options.remove_parts || in_place) {
     for (Part& part : parts) {
       part.reader.reset();
-      std::error_code error;
       fs::remove_all(part.path, error);
       fs::remove(RejectsFileOf(part, writer_options.format), error);
     }
+  }
+  if (in_place) {
+    // The manifest goes last: until it is in place, the directory is not a dataset.
+    std::vector<fs::path> files;
+    for (const fs::directory_entry& entry : fs::directory_iterator(target, error)) {
+      if (entry.path().filename() != "manifest.json") files.push_back(entry.path());
+    }
+    files.push_back(target / "manifest.json");
+    for (const fs::path& file : files) {
+      if (!fs::exists(file, error)) continue;
+      PACKREC_RETURN_IF_ERROR(RenamePath(file, output / file.filename()));
+    }
+    fs::remove(target, error);
   }
   stats.elapsed_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -9,18 +9,7 @@ namespace packrec {
 namespace {
 
 namespace fs = std::filesystem;
-
-void Synth(const fs::path& out, std::uint32_t classes, std::uint32_t per_class,
-           std::uint64_t seed = 1, std::uint32_t size = 400) {
-  SynthOptions options;
-  options.classes = classes;
-  options.per_class = per_class;
-  options.seed = seed;
-  options.mean_width = size;
-  options.mean_height = size * 7 / 8;
-  auto stats = WriteSyntheticTree(out, options);
-  REQUIRE_MESSAGE(stats.ok(), stats.status().ToString());
-}
+using test::SynthTree;
 
 ConvertOptions Options(const fs::path& source, const fs::path& output) {
   ConvertOptions options;
@@ -32,7 +21,7 @@ ConvertOptions Options(const fs::path& source, const fs::path& output) {
 
 TEST_CASE("a progress callback that returns an error stops the conversion and leaves nothing") {
   test::TempDir dir;
-  Synth(dir / "tree", 2, 20, 3);
+  SynthTree(dir / "tree", 2, 20, 3);
   int calls = 0;
   auto stats = Convert(Options(dir / "tree", dir / "ds"), [&](const ConvertProgress& p) {
     ++calls;
@@ -47,7 +36,7 @@ TEST_CASE("a progress callback that returns an error stops the conversion and le
 
 TEST_CASE("2,000-image synth tree: convert, verify deep, extract byte-identical") {
   test::TempDir dir;
-  Synth(dir / "tree", 10, 200, 7);
+  SynthTree(dir / "tree", 10, 200, 7);
   ConvertOptions options = Options(dir / "tree", dir / "ds");
   options.writer.shard_size_bytes = 16 << 20;  // several shards
   std::uint64_t last_progress = 0;
@@ -78,7 +67,7 @@ TEST_CASE("2,000-image synth tree: convert, verify deep, extract byte-identical"
 
 TEST_CASE("convert output does not depend on the thread count and a seed shuffles reproducibly") {
   test::TempDir dir;
-  Synth(dir / "tree", 3, 30, 2, 96);
+  SynthTree(dir / "tree", 3, 30, 2, 96);
   auto one = Options(dir / "tree", dir / "one");
   one.threads = 1;
   auto four = Options(dir / "tree", dir / "four");
@@ -115,7 +104,7 @@ TEST_CASE("convert output does not depend on the thread count and a seed shuffle
 
 TEST_CASE("bad inputs: fail names the file and leaves nothing while skip writes rejects.tsv") {
   test::TempDir dir;
-  Synth(dir / "tree", 2, 5, 3, 64);
+  SynthTree(dir / "tree", 2, 5, 3, 64);
   test::WriteText(dir / "tree" / "n01440764" / "notes.jpg", "this is text, not a JPEG");
   auto truncated = test::MakeJpeg(200, 200, 1);
   truncated.resize(truncated.size() / 3);
@@ -157,7 +146,7 @@ TEST_CASE("convert errors: missing input, no images, output exists, bad options"
   CHECK(empty.status().message().find("no images found") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "out"));
 
-  Synth(dir / "tree", 1, 3, 4, 64);
+  SynthTree(dir / "tree", 1, 3, 4, 64);
   REQUIRE(Convert(Options(dir / "tree", dir / "out")).ok());
   auto exists = Convert(Options(dir / "tree", dir / "out"));
   CHECK(exists.status().code() == StatusCode::kAlreadyExists);
@@ -186,7 +175,7 @@ TEST_CASE("convert errors: missing input, no images, output exists, bad options"
 
 TEST_CASE("list-file input and transcoding at convert time") {
   test::TempDir dir;
-  Synth(dir / "images", 2, 4, 5, 300);
+  SynthTree(dir / "images", 2, 4, 5, 300);
   test::WriteText(dir / "train.txt",
                   "n01440764/n01440764_0.JPEG 3\nn01441881/n01441881_1.JPEG 1\n");
   auto options = Options(dir / "train.txt", dir / "ds");

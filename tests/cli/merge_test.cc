@@ -21,17 +21,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void Synth(const fs::path& out, std::uint32_t classes, std::uint32_t per_class,
-           std::uint32_t size = 64, std::uint64_t seed = 1) {
-  SynthOptions options;
-  options.classes = classes;
-  options.per_class = per_class;
-  options.seed = seed;
-  options.mean_width = size;
-  options.mean_height = size * 7 / 8;
-  REQUIRE(WriteSyntheticTree(out, options).ok());
-}
-
 ConvertOptions Options(const fs::path& source, const fs::path& output, const std::string& format) {
   ConvertOptions options;
   options.source = source;
@@ -42,16 +31,10 @@ ConvertOptions Options(const fs::path& source, const fs::path& output, const std
   return options;
 }
 
-std::shared_ptr<const Reader> Open(const fs::path& path) {
-  auto reader = OpenDataset(path);
-  REQUIRE_MESSAGE(reader.ok(), reader.status().ToString());
-  return std::shared_ptr<const Reader>(std::move(*reader));
-}
-
 // Every record (key, label, bytes) and the manifest facts of two datasets agree.
 void CheckSameRecords(const fs::path& a_path, const fs::path& b_path) {
-  auto a = Open(a_path);
-  auto b = Open(b_path);
+  auto a = test::OpenShared(a_path);
+  auto b = test::OpenShared(b_path);
   REQUIRE(a->size() == b->size());
   CHECK(a->info().listing_hash == b->info().listing_hash);
   CHECK(a->info().classes == b->info().classes);
@@ -73,7 +56,7 @@ int Shell(const std::string& script) { return std::system(("set -e; " + script).
 
 TEST_CASE("4 parts converted by 4 concurrent processes, merged: the single conversion") {
   test::TempDir dir;
-  Synth(dir / "tree", 6, 40);
+  test::SynthTree(dir / "tree", 6, 40, 1, 64);
   // An input that is not an image, rejected with --on-error skip inside one part.
   std::ofstream(dir / "tree" / "n01440764" / "broken.jpg") << "not an image";
   const std::string cli = PACKREC_CLI_PATH;
@@ -103,7 +86,7 @@ TEST_CASE("4 parts converted by 4 concurrent processes, merged: the single conve
 
 TEST_CASE("a part killed with SIGKILL is re-run; finished parts are left alone") {
   test::TempDir dir;
-  Synth(dir / "tree", 4, 150, 160);
+  test::SynthTree(dir / "tree", 4, 150, 1, 160);
   const std::string tree = test::Quote(dir / "tree");
   const fs::path parts = dir / "parts";
   const std::string cli = PACKREC_CLI_PATH;
@@ -164,8 +147,8 @@ TEST_CASE("a part killed with SIGKILL is re-run; finished parts are left alone")
 
 TEST_CASE("merge refuses parts that are not one conversion, naming the part and the difference") {
   test::TempDir dir;
-  Synth(dir / "tree", 3, 10);
-  Synth(dir / "other", 3, 11);
+  test::SynthTree(dir / "tree", 3, 10, 1, 64);
+  test::SynthTree(dir / "other", 3, 11, 1, 64);
   const auto convert = [&](const fs::path& tree, const fs::path& out, std::uint32_t index,
                            std::uint32_t count, std::uint64_t shard_size = 64 << 10) {
     ConvertOptions options = Options(tree, out, "shard");
@@ -221,7 +204,7 @@ TEST_CASE("merge refuses parts that are not one conversion, naming the part and 
 TEST_CASE(
     "parts converted concurrently by threads merge into the single conversion, every format") {
   test::TempDir dir;
-  Synth(dir / "tree", 5, 24);
+  test::SynthTree(dir / "tree", 5, 24, 1, 64);
   for (const std::string format : {"shard", "lmdb", "hdf5"}) {
     CAPTURE(format);
     ConvertOptions single = Options(dir / "tree", dir / ("single-" + format), format);
@@ -240,6 +223,34 @@ TEST_CASE(
     for (const Status& status : results) REQUIRE_MESSAGE(status.ok(), status.ToString());
     REQUIRE(MergeParts({dir / ("parts-" + format)}, dir / ("merged-" + format), {}).ok());
     CheckSameRecords(dir / ("single-" + format), dir / ("merged-" + format));
+  }
+}
+
+TEST_CASE("merge in place: the directory of parts becomes the dataset (not for HDF5)") {
+  test::TempDir dir;
+  test::SynthTree(dir / "tree", 3, 16, 1, 64);
+  for (const std::string format : {"shard", "lmdb", "hdf5"}) {
+    CAPTURE(format);
+    ConvertOptions single = Options(dir / "tree", dir / ("single-" + format), format);
+    REQUIRE(Convert(single).ok());
+    const fs::path parts = dir / ("in-place-" + format);
+    for (std::uint32_t i = 0; i < 2; ++i) {
+      ConvertOptions part = Options(dir / "tree", parts, format);
+      part.part_index = i;
+      part.part_count = 2;
+      REQUIRE(Convert(part).ok());
+    }
+    auto merged = test::RunCli("merge " + test::Quote(parts));
+    if (format == "hdf5") {
+      CHECK(merged.exit_code == 2);
+      CHECK(merged.output.find("one file") != std::string::npos);
+      CHECK(fs::exists(parts / PartName(0, 2, format)));  // the parts are untouched
+      continue;
+    }
+    REQUIRE_MESSAGE(merged.exit_code == 0, merged.output);
+    CHECK_FALSE(fs::exists(parts / PartName(0, 2, format)));
+    CHECK_FALSE(fs::exists(parts.string() + ".packrec-merging"));
+    CheckSameRecords(dir / ("single-" + format), parts);
   }
 }
 

@@ -4,11 +4,13 @@
 
 #include <doctest/doctest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "packrec/image.h"
 #include "packrec/reader.h"
+#include "packrec/synth.h"
 #include "packrec/writer.h"
 #include "test_util.h"
 
@@ -52,6 +54,26 @@ inline void WriteDataset(const std::filesystem::path& dir, const std::vector<Tes
   metadata.classes = {"class0", "class1", "class2"};
   metadata.listing_hash = "0000000000000000";
   REQUIRE((*writer)->Finish(metadata).ok());
+}
+
+// Opens `path` (any format) for sharing with loaders; the test stops if it does not open.
+inline std::shared_ptr<const Reader> OpenShared(const std::filesystem::path& path) {
+  auto reader = OpenDataset(path);
+  REQUIRE_MESSAGE(reader.ok(), reader.status().ToString());
+  return std::shared_ptr<const Reader>(std::move(*reader));
+}
+
+// A synthetic ImageFolder tree of real JPEGs (and some PNGs), about size x size*7/8 pixels.
+inline void SynthTree(const std::filesystem::path& out, std::uint32_t classes,
+                      std::uint32_t per_class, std::uint64_t seed = 1, std::uint32_t size = 400) {
+  SynthOptions options;
+  options.classes = classes;
+  options.per_class = per_class;
+  options.seed = seed;
+  options.mean_width = size;
+  options.mean_height = size * 7 / 8;
+  auto stats = WriteSyntheticTree(out, options);
+  REQUIRE_MESSAGE(stats.ok(), stats.status().ToString());
 }
 
 inline std::vector<std::byte> Copy(std::span<const std::byte> bytes) {

@@ -15,11 +15,7 @@
 namespace packrec {
 namespace {
 
-std::shared_ptr<const Reader> OpenShared(const std::filesystem::path& path) {
-  auto reader = OpenDataset(path);
-  REQUIRE_MESSAGE(reader.ok(), reader.status().ToString());
-  return std::shared_ptr<const Reader>(std::move(*reader));
-}
+using test::OpenShared;
 
 LoaderOptions Small(TransformKind transform) {
   LoaderOptions options;

@@ -15,11 +15,7 @@
 namespace packrec {
 namespace {
 
-std::shared_ptr<const Reader> OpenShared(const std::filesystem::path& path) {
-  auto reader = OpenDataset(path);
-  REQUIRE_MESSAGE(reader.ok(), reader.status().ToString());
-  return std::shared_ptr<const Reader>(std::move(*reader));
-}
+using test::OpenShared;
 
 LoaderOptions Small() {
   LoaderOptions options;
@@ -426,12 +422,7 @@ TEST_CASE("resume refuses another dataset, another order and a state that is not
 
 TEST_CASE("fingerprint: one listing in every format agrees; another listing or order does not") {
   test::TempDir dir;
-  SynthOptions synth;
-  synth.classes = 3;
-  synth.per_class = 4;
-  synth.mean_width = 40;
-  synth.mean_height = 32;
-  REQUIRE(WriteSyntheticTree(dir / "tree", synth).ok());
+  test::SynthTree(dir / "tree", 3, 4, 1, 40);
   const auto convert = [&](const std::string& format, const std::string& name,
                            std::optional<std::uint64_t> shuffle_seed) {
     ConvertOptions options;

@@ -17,16 +17,16 @@ void AddMergeCommand(CLI::App& app, int& exit_code) {
   };
   auto args = std::make_shared<Args>();
   command->add_option("OUT", args->out, "Dataset to create")->required();
-  command
-      ->add_option("PARTS", args->parts,
-                   "Part datasets, or directories holding them (every part-*-of-* inside)")
-      ->required();
+  command->add_option("PARTS", args->parts,
+                      "Part datasets, or directories holding them (every part-*-of-* inside); "
+                      "none: OUT is the directory of parts, merged in place");
   command->add_flag("--overwrite", args->options.overwrite,
                     "Replace OUT if it already holds a packrec dataset");
   command->add_flag("--remove-parts", args->options.remove_parts,
                     "Delete the parts once OUT is complete");
   command->callback([args, &exit_code] {
-    const std::vector<std::filesystem::path> parts(args->parts.begin(), args->parts.end());
+    std::vector<std::filesystem::path> parts(args->parts.begin(), args->parts.end());
+    if (parts.empty()) parts.push_back(args->out);
     Result<MergeStats> stats = MergeParts(parts, args->out, args->options);
     if (!stats.ok()) {
       exit_code = Fail("merge", stats.status());
