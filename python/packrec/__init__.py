@@ -62,7 +62,9 @@ def _compression(value):
     codec, _, level = text.partition(":")
     _choice("compress", codec, ("none", "zstd", "deflate"))
     if not level:
-        return codec, {"zstd": 3, "deflate": 4}.get(codec, 0)
+        # "none" records the library's default level (3), as the CLI does, so that a conversion
+        # from Python and one from the CLI have the same manifest (and parts of both merge).
+        return codec, {"zstd": 3, "deflate": 4}.get(codec, 3)
     limit = 22 if codec == "zstd" else 9
     if codec == "none" or not level.isdigit() or not 1 <= int(level) <= limit:
         raise errors.InvalidArgumentError(

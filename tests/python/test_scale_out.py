@@ -41,6 +41,10 @@ def test_parts_from_python_merge_into_the_single_conversion(tree, tmp_path):
     assert not list((tmp_path / "parts").iterdir())
     with pytest.raises(errors.InvalidInputError, match="not a part"):
         packrec.merge(tmp_path / "again.lmdb", [single])
+    # Python and the CLI record the same options: their conversions (and parts) agree.
+    subprocess.run([cli(), "convert", tree, tmp_path / "cli.lmdb", "--format", "lmdb", "--shuffle",
+                    "--seed", "1", "-q"], check=True, timeout=300)
+    assert records(tmp_path / "cli.lmdb") == records(single)
 
 
 def test_the_slurm_array_scripts(tree, tmp_path):
