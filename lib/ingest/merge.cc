@@ -140,9 +140,9 @@ Status CheckParts(std::vector<Part>& parts) {
     }
     const std::uint64_t expected_begin = i == 0 ? 0 : parts[i - 1].items_end;
     if (part.index != i || part.items_begin != expected_begin) {
-      return Status::InvalidInput("part " + std::to_string(i) + " of " +
-                                  std::to_string(first.count) + " is missing (inputs " +
-                                  std::to_string(expected_begin) + " on have no part)");
+      return Status::InvalidInput(
+          "part " + std::to_string(i) + " of " + std::to_string(first.count) +
+          " is missing (no part holds the inputs from " + std::to_string(expected_begin) + " on)");
     }
     if (info.record_count + info.rejected_count != part.items_end - part.items_begin) {
       return Status::Corruption(name(part) + " holds " + std::to_string(info.record_count) +
