@@ -158,6 +158,55 @@ TEST_CASE("cli: documented exit codes for each kind of mistake, each naming what
   for (int i = 1; i <= 10; ++i) CHECK_FALSE(fs::exists(dir / ("o" + std::to_string(i))));
 }
 
+TEST_CASE("cli: every valued flag refuses bad values by name, exit 2, and creates nothing") {
+  test::TempDir dir;
+  REQUIRE(RunCli("synth " + Quote(dir / "tree") +
+                 " --classes 1 --per-class 2 --width 32 --height "
+                 "32")
+              .exit_code == 0);
+  REQUIRE(RunCli("convert " + Quote(dir / "tree") + " " + Quote(dir / "ds") + " -q").exit_code ==
+          0);
+  struct Command {
+    std::string prefix;  // the command up to its flags; its output path is dir / "out"
+    std::vector<std::string> flags;
+    std::vector<std::string> float_flags;  // 2^64 is a valid (huge) float
+  };
+  const std::vector<Command> commands = {
+      {"synth " + Quote(dir / "out"),
+       {"--classes", "--per-class", "--seed", "--width", "--height"},
+       {}},
+      {"convert " + Quote(dir / "tree") + " " + Quote(dir / "out"),
+       {"--format", "--shard-size", "--align", "--compress", "--map-size", "--lmdb-values",
+        "--hdf5-layout", "--size", "--commit-records", "--threads", "--seed", "--on-error",
+        "--list-format", "--resize-short", "--quality", "--part"},
+       {}},
+      {"bench " + Quote(dir / "ds") + " --scratch " + Quote(dir / "out"),
+       {"--readers", "--queue-depth", "--threads", "--batch", "--prefetch", "--size",
+        "--max-records", "--probe-size", "--device"},
+       {"--consumer-rate", "--seconds"}},
+  };
+  const std::vector<std::string> bad = {"-1", "''", "abc", "18446744073709551616", "1.5x"};
+  int tried = 0;
+  for (const Command& command : commands) {
+    std::vector<std::pair<std::string, bool>> all;
+    for (const std::string& flag : command.flags) all.emplace_back(flag, false);
+    for (const std::string& flag : command.float_flags) all.emplace_back(flag, true);
+    for (const auto& [flag, is_float] : all) {
+      for (const std::string& value : bad) {
+        if (is_float && value == "18446744073709551616") continue;
+        const std::string args = command.prefix + " " + flag + " " + value;
+        CAPTURE(args);
+        const auto result = RunCli(args);
+        CHECK_MESSAGE(result.exit_code == 2, result.output);
+        CHECK_MESSAGE(Contains(result.output, flag), result.output);
+        CHECK_FALSE(fs::exists(dir / "out"));
+        ++tried;
+      }
+    }
+  }
+  CHECK(tried > 100);
+}
+
 TEST_CASE("cli: --help explains every subcommand and the exit codes") {
   const auto help = RunCli("--help");
   CHECK(help.exit_code == 0);

@@ -1,5 +1,6 @@
 #include "cli_common.h"
 
+#include <charconv>
 #include <cstdio>
 #include <iostream>
 
@@ -33,6 +34,21 @@ int ExitCodeFor(const Status& status) {
 int Fail(const std::string& command, const Status& status) {
   std::cerr << "packrec " << command << ": error: " << status.ToString() << "\n";
   return ExitCodeFor(status);
+}
+
+const CLI::Validator& Uint64Digits() {
+  static const CLI::Validator validator(
+      [](std::string& value) -> std::string {
+        std::uint64_t parsed = 0;
+        const char* end = value.data() + value.size();
+        const auto [stop, error] = std::from_chars(value.data(), end, parsed);
+        if (value.empty() || error != std::errc() || stop != end) {
+          return "must be a whole number from 0 to 18446744073709551615, got '" + value + "'";
+        }
+        return "";
+      },
+      "UINT64");
+  return validator;
 }
 
 std::string HumanBytes(std::uint64_t bytes) {

@@ -27,6 +27,9 @@ int ExitCodeFor(const Status& status);
 // Prints "packrec <command>: error: <status>" to stderr and returns its exit code.
 int Fail(const std::string& command, const Status& status);
 std::string HumanBytes(std::uint64_t bytes);
+// A check for 64-bit unsigned flags: decimal digits only, at most 2^64 - 1. CLI11 alone lets "-1"
+// wrap around and "" through.
+const CLI::Validator& Uint64Digits();
 
 // Each subcommand registers itself and stores its exit code in `exit_code` when it runs.
 void AddSynthCommand(CLI::App& app, int& exit_code);

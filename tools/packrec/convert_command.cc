@@ -119,6 +119,7 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
                    "lmdb: initial map size (0: 1 GiB); it doubles when full, so this is only a "
                    "starting point")
       ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 50))
       ->default_str("0");
   command
       ->add_option("--lmdb-values", args->lmdb_values,
@@ -147,7 +148,8 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(0u, 1024u))
       ->capture_default_str();
   command->add_flag("--shuffle", args->shuffle, "Shuffle the records at convert time");
-  command->add_option("--seed", args->seed, "Shuffle seed (implies --shuffle)");
+  command->add_option("--seed", args->seed, "Shuffle seed (implies --shuffle)")
+      ->check(Uint64Digits());
   command
       ->add_option("--on-error", args->on_error,
                    "What to do with an input that is not a usable image: fail, or skip it "

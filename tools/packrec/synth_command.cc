@@ -22,6 +22,7 @@ void AddSynthCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(1u, 10000000u))
       ->capture_default_str();
   command->add_option("--seed", args->options.seed, "Seed; the same seed gives the same bytes")
+      ->check(Uint64Digits())
       ->capture_default_str();
   command->add_option("--width", args->options.mean_width, "Mean width (sizes vary +-25%)")
       ->check(CLI::Range(16u, 16384u))
