@@ -17,7 +17,9 @@ namespace packrec {
 inline constexpr std::uint64_t kMaxImagePixels = 1ull << 28;
 
 // Reads the header only: JPEG (SOF via libjpeg-turbo, plus progressive and end-of-image checks) or
-// PNG (signature and IHDR). InvalidInput for anything else, with the reason.
+// PNG (signature and IHDR). InvalidInput for anything else, with the reason, and for an image that
+// declares more than kMaxImagePixels (a decompression bomb: convert rejects it up front rather
+// than store a record no loader will decode).
 Result<ImageInfo> ProbeImage(std::span<const std::byte> bytes);
 
 // Decodes every pixel (JPEG with libjpeg-turbo, stopping on warnings and limiting progressive

@@ -184,11 +184,18 @@ std::string_view SubsamplingName(Subsampling subsampling) {
 }
 
 Result<ImageInfo> ProbeImage(std::span<const std::byte> bytes) {
-  if (StartsWith(bytes, kPngSignature, sizeof kPngSignature)) return ProbePng(bytes);
-  if (bytes.size() >= 4 && At(bytes, 0) == 0xFF && At(bytes, 1) == 0xD8 && At(bytes, 2) == 0xFF) {
-    return ProbeJpeg(bytes);
+  const bool png = StartsWith(bytes, kPngSignature, sizeof kPngSignature);
+  const bool jpeg =
+      bytes.size() >= 4 && At(bytes, 0) == 0xFF && At(bytes, 1) == 0xD8 && At(bytes, 2) == 0xFF;
+  if (!png && !jpeg) return Status::InvalidInput(DescribeUnsupported(bytes));
+  Result<ImageInfo> info = png ? ProbePng(bytes) : ProbeJpeg(bytes);
+  if (info.ok() && std::uint64_t{info->width} * info->height > kMaxImagePixels) {
+    return Status::InvalidInput("declares " + std::to_string(info->width) + "x" +
+                                std::to_string(info->height) + " pixels, over the limit of " +
+                                std::to_string(kMaxImagePixels) +
+                                " (a decompression bomb, or an image too large to train on)");
   }
-  return Status::InvalidInput(DescribeUnsupported(bytes));
+  return info;
 }
 
 Status CheckDecodes(std::span<const std::byte> bytes) {

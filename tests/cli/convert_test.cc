@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <fstream>
+
 #include "formats/shard_test_util.h"
 #include "packrec/convert.h"
 #include "packrec/dataset_ops.h"
@@ -227,6 +229,37 @@ TEST_CASE("extract refuses keys that would escape the output directory") {
   auto extracted = ExtractDataset(**reader, dir / "out2");
   CHECK(extracted.status().code() == StatusCode::kInvalidArgument);
   CHECK(fs::is_empty(dir / "elsewhere"));
+}
+
+TEST_CASE("a decompression bomb in the input tree is rejected at convert time, named") {
+  test::TempDir dir;
+  SynthTree(dir / "tree", 1, 3, 1, 64);
+  // A small JPEG whose frame header declares 65,500 x 65,500.
+  std::vector<std::byte> bomb = test::MakeJpeg(40, 30, 2);
+  for (std::size_t i = 2; i + 9 < bomb.size(); ++i) {
+    if (bomb[i] == std::byte{0xFF} && bomb[i + 1] == std::byte{0xC0}) {
+      for (int k = 5; k <= 8; ++k) bomb[i + k] = std::byte(k % 2 == 1 ? 0xFF : 0xDC);
+      break;
+    }
+  }
+  const fs::path class_dir = *fs::directory_iterator(dir / "tree");
+  {
+    std::ofstream out(class_dir / "bomb.jpg", std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bomb.data()),
+              static_cast<std::streamsize>(bomb.size()));
+  }
+  auto failed = Convert(Options(dir / "tree", dir / "strict"));
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.status().message().find("bomb.jpg") != std::string::npos);
+  CHECK(failed.status().message().find("65500x65500") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "strict"));
+  ConvertOptions skip = Options(dir / "tree", dir / "skip");
+  skip.on_error = OnError::kSkip;
+  auto stats = Convert(skip);
+  REQUIRE_MESSAGE(stats.ok(), stats.status().ToString());
+  CHECK(stats->records_written == 3);
+  REQUIRE(stats->rejects.size() == 1);
+  CHECK(stats->rejects[0].reason.find("decompression bomb") != std::string::npos);
 }
 
 }  // namespace

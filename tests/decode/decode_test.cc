@@ -3,6 +3,9 @@
 #include "packrec/decode.h"
 
 #include <doctest/doctest.h>
+#include <sys/resource.h>
+
+#include <chrono>
 
 #include <algorithm>
 #include <cstdlib>
@@ -154,6 +157,66 @@ TEST_CASE("decode: hostile files are errors, never gray or half images") {
   // A request that cannot be met is the caller's error.
   CHECK(DecodeInto(jpeg, {33, 32, {}, false, {}}, out, scratch).code() ==
         StatusCode::kInvalidArgument);
+}
+
+// The same JPEG with its frame header (SOF) declaring width x height.
+std::vector<std::byte> WithDeclaredSize(std::vector<std::byte> jpeg, std::uint16_t width,
+                                        std::uint16_t height) {
+  for (std::size_t i = 2; i + 9 < jpeg.size(); ++i) {
+    const auto marker = static_cast<std::uint8_t>(jpeg[i + 1]);
+    if (jpeg[i] == std::byte{0xFF} && (marker == 0xC0 || marker == 0xC2)) {
+      jpeg[i + 5] = std::byte(height >> 8);
+      jpeg[i + 6] = std::byte(height & 0xFF);
+      jpeg[i + 7] = std::byte(width >> 8);
+      jpeg[i + 8] = std::byte(width & 0xFF);
+      return jpeg;
+    }
+  }
+  FAIL("no SOF marker");
+  return jpeg;
+}
+
+long PeakRssKiB() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;
+}
+
+TEST_CASE("decode: a decompression bomb is refused from its header, in bounded memory and time") {
+  // A couple of KB declaring 65,500 x 65,500 (12.9 GB of RGB): refused before any allocation.
+  const auto bomb = WithDeclaredSize(test::MakeJpeg(64, 48, 3), 65500, 65500);
+  REQUIRE(bomb.size() < 4096);
+  const long rss_before = PeakRssKiB();
+  const auto start = std::chrono::steady_clock::now();
+  Result<ImageInfo> probed = ProbeImage(bomb);  // what convert checks every input with
+  REQUIRE_FALSE(probed.ok());
+  CHECK(probed.status().code() == StatusCode::kInvalidInput);
+  std::vector<std::uint8_t> out(32 * 32 * 3);
+  DecodeScratch scratch;
+  for (const bool flip : {false, true}) {
+    Status status = DecodeInto(bomb, {32, 32, {}, flip, {}}, out, scratch);
+    CHECK(status.code() == StatusCode::kInvalidInput);
+    CHECK_MESSAGE(status.message().find("pixel limit") != std::string::npos, status.ToString());
+  }
+  auto full = DecodeJpeg(bomb);
+  REQUIRE_FALSE(full.ok());
+  CHECK(full.status().message().find("pixel limit") != std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+  CHECK(PeakRssKiB() - rss_before < 64 * 1024);  // nothing near the 12.9 GB it asks for
+}
+
+TEST_CASE("decode: a JPEG truncated at every 10% is an error, never a partial image") {
+  const auto jpeg = test::MakeJpeg(320, 240, 8);
+  std::vector<std::uint8_t> out(64 * 64 * 3);
+  DecodeScratch scratch;
+  for (int tenth = 0; tenth < 10; ++tenth) {
+    CAPTURE(tenth);
+    const std::vector<std::byte> cut(
+        jpeg.begin(), jpeg.begin() + static_cast<std::ptrdiff_t>(jpeg.size() * tenth / 10));
+    CHECK(DecodeInto(cut, {64, 64, {}, false, {}}, out, scratch).code() ==
+          StatusCode::kInvalidInput);
+    CHECK_FALSE(DecodeJpeg(cut).ok());
+  }
 }
 
 }  // namespace
