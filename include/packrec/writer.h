@@ -106,6 +106,10 @@ Result<std::unique_ptr<DatasetWriter>> CreateDatasetWriter(const std::filesystem
 // The names CreateDatasetWriter accepts.
 std::vector<std::string> WritableFormats();
 
+// Where a dataset of `format` at `path` lists its rejected inputs: inside the directory
+// (path/rejects.tsv), or, for HDF5, whose dataset is one file, beside it (path.rejects.tsv).
+std::filesystem::path RejectsFilePath(const std::filesystem::path& path, const std::string& format);
+
 }  // namespace packrec
 
 #endif  // PACKREC_WRITER_H_

@@ -53,6 +53,10 @@ Result<std::unique_ptr<DatasetWriter>> CreateDatasetWriter(const fs::path& path,
   return Status::InvalidArgument("--format '" + options.format + "' is not one of: " + known);
 }
 
+fs::path RejectsFilePath(const fs::path& path, const std::string& format) {
+  return format == "hdf5" ? fs::path(path.string() + ".rejects.tsv") : path / "rejects.tsv";
+}
+
 std::vector<std::string> WritableFormats() {
   std::vector<std::string> names;
   for (const FormatEntry& format : kFormats) names.emplace_back(format.name);

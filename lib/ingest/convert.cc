@@ -248,29 +248,36 @@ std::pair<std::uint64_t, std::uint64_t> PartRange(std::uint64_t total, std::uint
   return {total * index / count, total * (index + 1) / count};
 }
 
-// A finished part at `path` of the same conversion (same listing, same options)?
-Result<bool> SamePartDone(const fs::path& path, const std::string& listing_hash,
-                          const std::string& options_json) {
+// The record count of a finished part at `path` of the same conversion (same listing, same
+// options); nullopt when there is none.
+Result<std::optional<std::uint64_t>> FinishedPartRecords(const fs::path& path,
+                                                         const std::string& listing_hash,
+                                                         const std::string& options_json) {
   Result<std::unique_ptr<Reader>> existing = OpenDataset(path);
-  if (!existing.ok()) return false;
+  if (!existing.ok()) return std::optional<std::uint64_t>();
   const DatasetInfo& info = (*existing)->info();
-  if (info.listing_hash == listing_hash &&
-      nlohmann::json::parse(info.options_json) == nlohmann::json::parse(options_json)) {
-    return true;
+  // Without exceptions: unreadable options are "other options".
+  const nlohmann::json theirs = nlohmann::json::parse(info.options_json, nullptr, false);
+  if (info.listing_hash == listing_hash && !theirs.is_discarded() &&
+      theirs == nlohmann::json::parse(options_json)) {
+    return std::optional<std::uint64_t>((*existing)->size());
   }
   return Status::AlreadyExists(path.string() +
                                " holds this part of another conversion (another listing or other "
                                "options); pass --overwrite to convert it again");
 }
 
-Status MovePart(const fs::path& from, const fs::path& to) {
+// Moves a dataset, and its rejects file when that lies beside it (HDF5) rather than inside.
+Status MovePart(const fs::path& from, const fs::path& to, const std::string& format) {
+  const fs::path rejects = RejectsFilePath(from, format);
+  const bool beside = rejects.parent_path() != from;
   std::error_code error;
   fs::remove_all(to, error);
-  fs::remove(fs::path(to.string() + ".rejects.tsv"), error);
+  if (beside) fs::remove(RejectsFilePath(to, format), error);
   PACKREC_RETURN_IF_ERROR(RenamePath(from, to));
-  const fs::path rejects = from.string() + ".rejects.tsv";  // the HDF5 writer's rejects file
-  if (fs::exists(rejects, error))
-    PACKREC_RETURN_IF_ERROR(RenamePath(rejects, to.string() + ".rejects.tsv"));
+  if (beside && fs::exists(rejects, error)) {
+    PACKREC_RETURN_IF_ERROR(RenamePath(rejects, RejectsFilePath(to, format)));
+  }
   return Status::OK();
 }
 
@@ -368,13 +375,13 @@ Result<ConvertStats> ConvertListing(const ConvertOptions& options, const Progres
         options.output / PartName(options.part_index, options.part_count, options.writer.format);
     if (!options.writer.overwrite) {
       PACKREC_ASSIGN_OR_RETURN(
-          const bool done, SamePartDone(final_path, metadata.listing_hash, metadata.options_json));
+          const std::optional<std::uint64_t> done,
+          FinishedPartRecords(final_path, metadata.listing_hash, metadata.options_json));
       if (done) {
         ConvertStats stats;
         stats.part_path = final_path;
         stats.part_already_complete = true;
-        PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<Reader> reader, OpenDataset(final_path));
-        stats.records_written = reader->size();
+        stats.records_written = *done;
         return stats;
       }
       std::error_code error;
@@ -394,7 +401,7 @@ Result<ConvertStats> ConvertListing(const ConvertOptions& options, const Progres
     write.writer.overwrite = false;
     Result<ConvertStats> stats = ConvertItems(write, listing, metadata, progress, start, begin);
     if (!stats.ok()) return stats;
-    PACKREC_RETURN_IF_ERROR(MovePart(write.output, final_path));
+    PACKREC_RETURN_IF_ERROR(MovePart(write.output, final_path, options.writer.format));
     stats->part_path = final_path;
     return stats;
   }

@@ -193,11 +193,6 @@ Result<WriterOptions> WriterOptionsOf(const json& options, const std::string& fo
   return writer;
 }
 
-fs::path RejectsFileOf(const Part& part, const std::string& format) {
-  return format == "hdf5" ? fs::path(part.path.string() + ".rejects.tsv")
-                          : part.path / "rejects.tsv";
-}
-
 Result<std::vector<Reject>> ReadRejects(const fs::path& file, std::uint64_t expected) {
   std::vector<Reject> rejects;
   if (expected == 0) return rejects;
@@ -254,7 +249,7 @@ Result<MergeStats> MergeParts(const std::vector<fs::path>& paths, const fs::path
   for (const Part& part : parts) {
     writer_options.expected_payload_bytes += part.reader->info().payload_bytes;
     PACKREC_ASSIGN_OR_RETURN(std::vector<Reject> rejects,
-                             ReadRejects(RejectsFileOf(part, writer_options.format),
+                             ReadRejects(RejectsFilePath(part.path, writer_options.format),
                                          part.reader->info().rejected_count));
     metadata.rejects.insert(metadata.rejects.end(), rejects.begin(), rejects.end());
   }
@@ -304,7 +299,7 @@ Result<MergeStats> MergeParts(const std::vector<fs::path>& paths, const fs::path
     for (Part& part : parts) {
       part.reader.reset();
       fs::remove_all(part.path, error);
-      fs::remove(RejectsFileOf(part, writer_options.format), error);
+      fs::remove(RejectsFilePath(part.path, writer_options.format), error);
     }
   }
   if (in_place) {

@@ -264,8 +264,7 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
                   name.c_str());
     }
     if (!stats->rejects.empty()) {
-      const std::string listed =
-          written + (options.writer.format == "hdf5" ? ".rejects.tsv" : "/rejects.tsv");
+      const std::string listed = RejectsFilePath(written, options.writer.format).string();
       std::printf("rejected %zu inputs (listed in %s); the first: %s: %s\n", stats->rejects.size(),
                   listed.c_str(), stats->rejects.front().path.c_str(),
                   stats->rejects.front().reason.c_str());
