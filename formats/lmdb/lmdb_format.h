@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "packrec/reader.h"
+#include "packrec/source.h"
 #include "packrec/writer.h"
 
 namespace packrec::lmdb {
@@ -16,6 +17,9 @@ Result<std::unique_ptr<DatasetWriter>> CreateLmdbWriter(const std::filesystem::p
                                                         const WriterOptions& options);
 Result<std::unique_ptr<Reader>> OpenLmdbDataset(const std::filesystem::path& dir,
                                                 const OpenOptions& options);
+// A Caffe image database (values caffe.Datum): a directory holding data.mdb, or the file itself.
+Result<std::unique_ptr<RecordSource>> OpenCaffeLmdbSource(const std::filesystem::path& path,
+                                                          const SourceOptions& options);
 
 }  // namespace packrec::lmdb
 

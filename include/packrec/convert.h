@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "packrec/ingest.h"
+#include "packrec/source.h"
 #include "packrec/status.h"
 #include "packrec/writer.h"
 
@@ -18,8 +19,12 @@ namespace packrec {
 enum class OnError { kFail, kSkip };
 
 struct ConvertOptions {
-  std::filesystem::path source;  // a directory (image folder) or a list file
-  std::filesystem::path output;  // the dataset directory to create
+  // An image folder, a list file, or a container source (source.h): a WebDataset tar, glob or
+  // brace pattern, TFRecord or RecordIO files, an MDS or Caffe LMDB directory, a packrec dataset.
+  std::filesystem::path source;
+  SourceFormat from = SourceFormat::kAuto;  // kAuto: DetectSourceFormat
+  SourceOptions source_options;             // container sources: fields, raw pixels
+  std::filesystem::path output;             // the dataset directory to create
   WriterOptions writer;
   ListFileKind list_kind = ListFileKind::kAuto;
   std::filesystem::path list_root;  // list files: paths are relative to this (default: its dir)
@@ -65,6 +70,9 @@ struct ConvertStats {
 // what it wrote and returns that status.
 using ProgressCallback = std::function<Status(const ConvertProgress&)>;
 
+// Container sources stream in source order on one reading thread (records are probed, and
+// re-encoded when asked, beside it): --shuffle and --part, which need the whole listing first,
+// are refused for them. A damaged source record follows on_error like an unreadable file.
 // Errors: InvalidArgument (bad option; the message names it), NotFound (missing input, no images
 // found), AlreadyExists (output exists without overwrite), InvalidInput (an input that is not an
 // image, with on_error=kFail; names the file, its listing index and why), IOError (names the path).

@@ -61,6 +61,9 @@ struct WriterOptions {
   Hdf5Layout hdf5_layout = Hdf5Layout::kEncoded;
   std::uint32_t pixel_height = 0;
   std::uint32_t pixel_width = 0;
+  // Export formats (wds, tfrecord): class names written beside each record's label, when the
+  // caller knows them up front (Convert passes the image folder's).
+  std::vector<std::string> classes;
 };
 
 // One record as the writer takes it. `bytes` is only read during Add.

@@ -2,6 +2,9 @@
 
 #include <zstd.h>
 
+#include <algorithm>
+#include <memory>
+
 namespace packrec {
 
 Result<StoredPayload> PreparePayload(const RecordInput& record, const WriterOptions& options,
@@ -89,6 +92,38 @@ Status DecompressPayload(std::span<const std::byte> stored, std::uint64_t raw_si
         (ZSTD_isError(size) ? std::string(" (") + ZSTD_getErrorName(size) + ")" : ""));
   }
   return Status::OK();
+}
+
+Result<std::vector<std::byte>> DecompressZstdFrames(std::span<const std::byte> compressed,
+                                                    std::uint64_t max_bytes,
+                                                    const std::string& where) {
+  std::unique_ptr<ZSTD_DStream, decltype(&ZSTD_freeDStream)> stream(ZSTD_createDStream(),
+                                                                    &ZSTD_freeDStream);
+  if (!stream) return Status::Internal("zstd: out of memory");
+  std::vector<std::byte> out;
+  ZSTD_inBuffer in{compressed.data(), compressed.size(), 0};
+  for (;;) {
+    if (out.size() >= max_bytes) {
+      return Status::InvalidInput(where + ": decompresses to more than " +
+                                  std::to_string(max_bytes) + " bytes");
+    }
+    const std::size_t before = out.size();
+    out.resize(static_cast<std::size_t>(
+        std::min<std::uint64_t>(max_bytes, before + std::max<std::size_t>(1 << 20, before))));
+    ZSTD_outBuffer chunk{out.data() + before, out.size() - before, 0};
+    const std::size_t left = ZSTD_decompressStream(stream.get(), &chunk, &in);
+    const bool room_left = chunk.pos < chunk.size;
+    out.resize(before + chunk.pos);
+    if (ZSTD_isError(left)) {
+      return Status::Corruption(where + ": not a valid zstd stream (" +
+                                std::string(ZSTD_getErrorName(left)) + ")");
+    }
+    if (in.pos == in.size && left == 0) break;
+    if (in.pos == in.size && room_left) {
+      return Status::Truncated(where + ": the zstd stream ends mid-frame");
+    }
+  }
+  return out;
 }
 
 Status IndexOutOfRange(std::uint64_t index, std::uint64_t size) {

@@ -39,6 +39,13 @@ Status CheckKeySize(std::uint64_t index, std::size_t key_size, std::size_t max_b
 Status DecompressPayload(std::span<const std::byte> stored, std::uint64_t raw_size,
                          ReadScratch& scratch, const std::string& where);
 
+// Decompresses a whole zstd stream (one or more frames), refusing more than `max_bytes` out
+// (InvalidInput), a damaged stream (Corruption) or one cut short (Truncated), each prefixed
+// with `where`.
+Result<std::vector<std::byte>> DecompressZstdFrames(std::span<const std::byte> compressed,
+                                                    std::uint64_t max_bytes,
+                                                    const std::string& where);
+
 // The OutOfRange error of Read(index) on a dataset of `size` records.
 Status IndexOutOfRange(std::uint64_t index, std::uint64_t size);
 

@@ -1,4 +1,5 @@
-// The one place lib/ reaches the formats: each format's probe, opener and writer factory.
+// Where lib/ reaches the formats: each storage format's probe, opener and writer factory, and the
+// export writers (source_registry.cc reaches their import sources).
 #include <array>
 #include <string>
 #include <system_error>
@@ -7,7 +8,10 @@
 #include "lmdb/lmdb_format.h"
 #include "packrec/reader.h"
 #include "packrec/writer.h"
+#include "recordio/recordio_format.h"
 #include "shard/shard_format.h"
+#include "tfrecord/tfrecord_format.h"
+#include "wds/wds_format.h"
 
 namespace packrec {
 namespace {
@@ -25,6 +29,19 @@ constexpr std::array<FormatEntry, 3> kFormats = {{
     {"shard", shard::LooksLikeShardDataset, shard::OpenShardDataset, shard::CreateShardWriter},
     {"lmdb", lmdb::LooksLikeLmdbDataset, lmdb::OpenLmdbDataset, lmdb::CreateLmdbWriter},
     {"hdf5", hdf5::LooksLikeHdf5Dataset, hdf5::OpenHdf5Dataset, hdf5::CreateHdf5Writer},
+}};
+
+struct ExportEntry {
+  const char* name;
+  Result<std::unique_ptr<DatasetWriter>> (*create)(const fs::path&, const WriterOptions&);
+};
+
+// Formats packrec writes for other tools' readers but does not read as datasets (it imports
+// them: packrec/source.h).
+constexpr std::array<ExportEntry, 3> kExports = {{
+    {"wds", wds::CreateWdsWriter},
+    {"tfrecord", tfrecord::CreateTfRecordWriter},
+    {"recordio", recordio::CreateRecordIoWriter},
 }};
 
 }  // namespace
@@ -48,6 +65,9 @@ Result<std::unique_ptr<DatasetWriter>> CreateDatasetWriter(const fs::path& path,
   for (const FormatEntry& format : kFormats) {
     if (options.format == format.name) return format.create(path, options);
   }
+  for (const ExportEntry& format : kExports) {
+    if (options.format == format.name) return format.create(path, options);
+  }
   std::string known;
   for (const std::string& name : WritableFormats()) known += (known.empty() ? "" : ", ") + name;
   return Status::InvalidArgument("--format '" + options.format + "' is not one of: " + known);
@@ -60,6 +80,7 @@ fs::path RejectsFilePath(const fs::path& path, const std::string& format) {
 std::vector<std::string> WritableFormats() {
   std::vector<std::string> names;
   for (const FormatEntry& format : kFormats) names.emplace_back(format.name);
+  for (const ExportEntry& format : kExports) names.emplace_back(format.name);
   return names;
 }
 

@@ -79,6 +79,9 @@ Status DecodeJpegRegion(std::span<const std::byte> bytes, const JpegRegionReques
 // Decodes to gray or RGB (alpha dropped, 16-bit reduced to 8).
 Result<Pixels> DecodePng(std::span<const std::byte> bytes);
 
+// Encodes gray or RGB pixels as a PNG (lossless), with libpng's default compression.
+Result<std::vector<std::byte>> EncodePng(const Pixels& pixels);
+
 }  // namespace packrec
 
 #endif  // PACKREC_LIB_DECODE_CODECS_H_

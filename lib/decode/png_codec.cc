@@ -33,4 +33,27 @@ Result<Pixels> DecodePng(std::span<const std::byte> bytes) {
   return pixels;
 }
 
+Result<std::vector<std::byte>> EncodePng(const Pixels& pixels) {
+  if (pixels.channels != 1 && pixels.channels != 3) {
+    return Status::InvalidArgument("PNG encoding takes 1 or 3 channels, got " +
+                                   std::to_string(pixels.channels));
+  }
+  png_image image{};
+  image.version = PNG_IMAGE_VERSION;
+  image.width = pixels.width;
+  image.height = pixels.height;
+  image.format = pixels.channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+  png_alloc_size_t size = 0;
+  if (png_image_write_to_memory(&image, nullptr, &size, 0, pixels.data.data(), 0, nullptr) == 0) {
+    return Status::InvalidInput(std::string("PNG does not encode: ") + image.message);
+  }
+  std::vector<std::byte> out(size);
+  if (png_image_write_to_memory(&image, out.data(), &size, 0, pixels.data.data(), 0, nullptr) ==
+      0) {
+    return Status::InvalidInput(std::string("PNG does not encode: ") + image.message);
+  }
+  out.resize(size);
+  return out;
+}
+
 }  // namespace packrec

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -13,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/checksum.h"
+#include "core/endian.h"
 #include "core/file_io.h"
 #include "packrec/image.h"
 #include "packrec/reader.h"
@@ -30,9 +33,15 @@ struct Prepared {
   std::uint64_t input_bytes = 0;
 };
 
+Prepared PrepareBytes(Result<std::vector<std::byte>> bytes, const ConvertOptions& options);
+
 Prepared PrepareItem(const SourceItem& item, const ConvertOptions& options) {
+  return PrepareBytes(ReadWholeFile(item.path), options);
+}
+
+// Probes (and, when asked, re-encodes or decodes) one input's bytes.
+Prepared PrepareBytes(Result<std::vector<std::byte>> bytes, const ConvertOptions& options) {
   Prepared prepared;
-  Result<std::vector<std::byte>> bytes = ReadWholeFile(item.path);
   if (!bytes.ok()) {
     prepared.status = bytes.status();
     return prepared;
@@ -286,6 +295,7 @@ Result<ConvertStats> ConvertItems(const ConvertOptions& options, const SourceLis
                                   Clock::time_point start, std::uint64_t listing_offset = 0) {
   WriterOptions writer_options = options.writer;
   writer_options.expected_payload_bytes = ExpectedPayloadBytes(listing, options);
+  writer_options.classes = listing.classes;
   PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<DatasetWriter> writer,
                            CreateDatasetWriter(options.output, writer_options));
   ConvertStats stats;
@@ -409,6 +419,212 @@ Result<ConvertStats> ConvertListing(const ConvertOptions& options, const Progres
   return ConvertItems(options, listing, metadata, progress, start);
 }
 
+// A bounded hand-off from the thread reading a container source to the writing thread, so
+// reading the next records overlaps probing and writing these, in bounded memory.
+class SourcePump {
+ public:
+  explicit SourcePump(RecordSource& source) : source_(source), thread_([this] { Run(); }) {}
+  ~SourcePump() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    space_.notify_all();
+    thread_.join();
+  }
+
+  // The next record; false at the end. The source's fatal error once everything before it.
+  Result<bool> Take(SourceRecord& record) {
+    std::unique_lock lock(mutex_);
+    ready_.wait(lock, [&] { return !queue_.empty() || done_; });
+    if (queue_.empty()) {
+      if (!final_.ok()) return final_;
+      return false;
+    }
+    record = std::move(queue_.front());
+    queue_.pop_front();
+    queued_bytes_ -= record.bytes.size();
+    lock.unlock();
+    space_.notify_all();
+    return true;
+  }
+
+ private:
+  static constexpr std::size_t kMaxRecords = 256;
+  static constexpr std::size_t kMaxBytes = 64u << 20;
+
+  void Run() {
+    for (;;) {
+      SourceRecord record;
+      Result<bool> more = source_.Next(record);
+      std::unique_lock lock(mutex_);
+      if (!more.ok() || !*more) {
+        if (!more.ok()) final_ = more.status();
+        done_ = true;
+        lock.unlock();
+        ready_.notify_all();
+        return;
+      }
+      space_.wait(lock, [&] {
+        return stop_ || (queue_.size() < kMaxRecords && queued_bytes_ < kMaxBytes);
+      });
+      if (stop_) return;
+      queued_bytes_ += record.bytes.size();
+      queue_.push_back(std::move(record));
+      lock.unlock();
+      ready_.notify_all();
+    }
+  }
+
+  RecordSource& source_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::condition_variable space_;
+  std::deque<SourceRecord> queue_;
+  std::size_t queued_bytes_ = 0;
+  bool done_ = false;
+  bool stop_ = false;
+  Status final_;
+  std::thread thread_;  // last: started once everything above exists
+};
+
+Prepared PrepareSourceRecord(SourceRecord& record, const ConvertOptions& options) {
+  if (record.image.encoding != Encoding::kRawRgb) {
+    return PrepareBytes(std::move(record.bytes), options);
+  }
+  Prepared prepared;
+  prepared.input_bytes = record.bytes.size();
+  if (options.writer.hdf5_layout == Hdf5Layout::kPixels || options.resize_short > 0 ||
+      options.quality > 0) {
+    prepared.status = Status::InvalidInput(
+        "a raw-pixel record cannot be resized or re-encoded; import it as PNG (--caffe-raw png)");
+    return prepared;
+  }
+  prepared.bytes = std::move(record.bytes);
+  prepared.image = record.image;
+  return prepared;
+}
+
+Result<ConvertStats> ConvertStream(const ConvertOptions& options, SourceFormat format,
+                                   const ProgressCallback& progress, Clock::time_point start) {
+  const std::string name(SourceFormatName(format));
+  if (options.shuffle_seed) {
+    return Status::InvalidArgument("--shuffle needs the whole listing up front; a " + name +
+                                   " source streams in its own order (shuffle at load time: "
+                                   "the loader's shuffle is global)");
+  }
+  if (options.part_count > 0) {
+    return Status::InvalidArgument("--part needs the whole listing up front; a " + name +
+                                   " source streams (split its files between tasks instead)");
+  }
+  PACKREC_ASSIGN_OR_RETURN(
+      std::unique_ptr<RecordSource> source,
+      OpenRecordSource(options.source.string(), format, options.source_options));
+  WriterOptions writer_options = options.writer;
+  writer_options.classes = source->classes();
+  PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<DatasetWriter> writer,
+                           CreateDatasetWriter(options.output, writer_options));
+  ConvertStats stats;
+  ConvertProgress report;
+  report.records_total = source->size_hint();
+  Clock::time_point last_report = start;
+  Xxh64Stream items_hash;
+  static constexpr std::byte kSeparator[1] = {std::byte{0}};
+  Status failure;
+  std::uint64_t done = 0;
+  {
+    SourcePump pump(*source);
+    for (;;) {
+      SourceRecord record;
+      Result<bool> more = pump.Take(record);
+      if (!more.ok()) {
+        failure = more.status();
+        break;
+      }
+      if (!*more) break;
+      Prepared prepared = record.status.ok() ? PrepareSourceRecord(record, options)
+                                             : Prepared{{}, {}, record.status, 0};
+      stats.input_bytes += prepared.input_bytes;
+      if (prepared.status.ok()) {
+        RecordInput input{record.key, record.label, prepared.bytes, prepared.image};
+        failure = writer->Add(input);
+        if (!failure.ok()) break;
+        items_hash.Update(AsBytes(record.key));
+        items_hash.Update(kSeparator);
+        std::array<std::byte, 4> label{};
+        StoreLE<std::uint32_t>(label.data(), record.label);
+        items_hash.Update(label);
+      } else if (options.on_error == OnError::kSkip) {
+        stats.rejects.push_back({record.origin, prepared.status.message()});
+      } else {
+        failure = Status::InvalidInput(record.origin + ": " + prepared.status.message() +
+                                       " (pass --on-error skip to leave it out)");
+        break;
+      }
+      report.records_done = ++done;
+      report.records_total = std::max(report.records_total, done);
+      report.input_bytes = stats.input_bytes;
+      const Clock::time_point now = Clock::now();
+      if (progress && (done == 1 || now - last_report > std::chrono::milliseconds(200))) {
+        report.elapsed_seconds = std::chrono::duration<double>(now - start).count();
+        failure = progress(report);
+        last_report = now;
+        if (!failure.ok()) break;
+      }
+    }
+  }
+  if (failure.ok() && progress && done > 0) {
+    report.records_total = done;
+    report.elapsed_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    failure = progress(report);
+  }
+  if (failure.ok() && writer->records_written() == 0) {
+    failure =
+        stats.rejects.empty()
+            ? Status::NotFound("no records in " + options.source.string())
+            : Status::InvalidInput("all " + std::to_string(stats.rejects.size()) + " records of " +
+                                   options.source.string() +
+                                   " were rejected; the first: " + stats.rejects.front().path +
+                                   ": " + stats.rejects.front().reason);
+  }
+  DatasetMetadata metadata;
+  metadata.classes = source->classes();
+  // The listing's identity: the class names, then the digest of the (key, label) pairs in order.
+  Xxh64Stream listing;
+  for (const std::string& class_name : metadata.classes) {
+    listing.Update(AsBytes(class_name));
+    listing.Update(kSeparator);
+  }
+  listing.Update(kSeparator);
+  std::array<std::byte, 8> digest{};
+  StoreLE<std::uint64_t>(digest.data(), items_hash.Digest());
+  listing.Update(digest);
+  metadata.listing_hash = Hex64(listing.Digest());
+  metadata.source_kind = name;
+  nlohmann::json options_json = nlohmann::json::parse(OptionsJson(options));
+  options_json["from"] = name;
+  for (const auto& [field, value] : {std::pair{"image_field", &options.source_options.image_field},
+                                     std::pair{"label_field", &options.source_options.label_field},
+                                     std::pair{"key_field", &options.source_options.key_field}}) {
+    if (!value->empty()) options_json[field] = *value;
+  }
+  if (format == SourceFormat::kCaffeLmdb) {
+    options_json["caffe_raw"] =
+        options.source_options.raw_pixels == RawPixels::kRaw ? "raw" : "png";
+  }
+  metadata.options_json = options_json.dump();
+  metadata.rejects = stats.rejects;
+  if (failure.ok()) failure = writer->Finish(metadata);
+  if (!failure.ok()) {
+    writer->Abort();
+    return failure;
+  }
+  stats.records_written = writer->records_written();
+  stats.output_bytes = writer->bytes_written();
+  stats.elapsed_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return stats;
+}
+
 }  // namespace
 
 std::string PartName(std::uint32_t index, std::uint32_t count, const std::string& format) {
@@ -420,7 +636,14 @@ std::string PartName(std::uint32_t index, std::uint32_t count, const std::string
 Result<ConvertStats> Convert(const ConvertOptions& options, const ProgressCallback& progress) {
   const Clock::time_point start = Clock::now();
   PACKREC_RETURN_IF_ERROR(ValidateOptions(options));
-  return ConvertListing(options, progress, start);
+  SourceFormat format = options.from;
+  if (format == SourceFormat::kAuto) {
+    PACKREC_ASSIGN_OR_RETURN(format, DetectSourceFormat(options.source.string()));
+  }
+  if (format == SourceFormat::kImageFolder || format == SourceFormat::kListFile) {
+    return ConvertListing(options, progress, start);
+  }
+  return ConvertStream(options, format, progress, start);
 }
 
 }  // namespace packrec

@@ -42,8 +42,10 @@ Status PrintProgress(const ConvertProgress& progress) {
 void AddConvertCommand(CLI::App& app, int& exit_code) {
   auto* command = app.add_subcommand(
       "convert",
-      "Pack an image folder (SRC/<class>/.../<file>, labels as torchvision's ImageFolder) or a "
-      "list file (Caffe 'path label' or MXNet .lst) into a dataset");
+      "Pack an image folder (SRC/<class>/.../<file>, labels as torchvision's ImageFolder), a "
+      "list file (Caffe 'path label' or MXNet .lst), or another tool's container (WebDataset "
+      "tars, TFRecord, RecordIO, MDS, a Caffe LMDB, a packrec dataset) into a dataset, or export "
+      "to wds, tfrecord or recordio");
   struct Args {
     ConvertOptions options;
     std::string source;
@@ -54,6 +56,8 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
     std::string root;
     std::string hdf5_layout = "encoded";
     std::string lmdb_values = "packrec";
+    std::string from = "auto";
+    std::string caffe_raw = "png";
     std::vector<std::uint32_t> size;
     std::uint64_t seed = 0;
     std::string part;
@@ -62,14 +66,19 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
     bool json = false;
   };
   auto args = std::make_shared<Args>();
-  command->add_option("SRC", args->source, "Image folder or list file")->required();
+  command
+      ->add_option("SRC", args->source,
+                   "Image folder, list file, container file, glob ('train-*.tar') or brace "
+                   "pattern ('train-{000000..000127}.tar'), MDS or LMDB directory, dataset")
+      ->required();
   command->add_option("OUT", args->output, "Dataset directory to create")->required();
   command
       ->add_option("--format", args->options.writer.format,
                    "Output format: shard (packrec's mmap-friendly shards), lmdb (an LMDB "
                    "environment, readable by python-lmdb) or hdf5 (one HDF5 file, readable by "
-                   "h5py; OUT is the file)")
-      ->check(CLI::IsMember({"shard", "lmdb", "hdf5"}))
+                   "h5py; OUT is the file); exports: wds (WebDataset tar shards), tfrecord "
+                   "(tf.Example records + DALI index files), recordio (MXNet .rec + .idx + .lst)")
+      ->check(CLI::IsMember({"shard", "lmdb", "hdf5", "wds", "tfrecord", "recordio"}))
       ->capture_default_str();
   command
       ->add_option("--shard-size", args->options.writer.shard_size_bytes,
@@ -156,6 +165,26 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
                    "and list it in OUT/rejects.tsv")
       ->check(CLI::IsMember({"fail", "skip"}))
       ->capture_default_str();
+  command
+      ->add_option("--from", args->from,
+                   "What SRC is: auto (detected from its names and first bytes), folder, list, "
+                   "wds, tfrecord, recordio, mds, caffe-lmdb or packrec")
+      ->check(CLI::IsMember({"auto", "folder", "list", "wds", "tfrecord", "recordio", "mds",
+                             "caffe-lmdb", "packrec"}))
+      ->capture_default_str();
+  command->add_option("--image-field", args->options.source_options.image_field,
+                      "Imports: the feature (tfrecord), column (mds) or member extension (wds) "
+                      "holding the image (default: the usual names, docs/interop.md)");
+  command->add_option("--label-field", args->options.source_options.label_field,
+                      "Imports: the feature, column or member holding the integer label");
+  command->add_option("--key-field", args->options.source_options.key_field,
+                      "Imports: the feature, column or json field holding the record's key");
+  command
+      ->add_option("--caffe-raw", args->caffe_raw,
+                   "Caffe LMDB imports: raw-pixel Datums become png (lossless) or raw (RGB "
+                   "pixels, as the hdf5 pixels layout stores them)")
+      ->check(CLI::IsMember({"png", "raw"}))
+      ->capture_default_str();
   command->add_option("--list-format", args->list_format, "List file format")
       ->check(CLI::IsMember({"auto", "caffe", "mxnet"}))
       ->capture_default_str();
@@ -204,6 +233,9 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
                         : args->list_format == "mxnet" ? ListFileKind::kMxnet
                                                        : ListFileKind::kAuto;
     options.on_error = args->on_error == "skip" ? OnError::kSkip : OnError::kFail;
+    options.from = ParseSourceFormat(args->from).value();  // the flag's check allows only names
+    options.source_options.raw_pixels =
+        args->caffe_raw == "raw" ? RawPixels::kRaw : RawPixels::kPng;
     if (args->compress.rfind("zstd", 0) == 0) {
       options.writer.compression = Compression::kZstd;
       if (args->compress.size() > 5)

@@ -1,0 +1,199 @@
+// RecordIO import: parts reassembled, IRHeader decoded, keys from the .lst beside the .rec when
+// there is one (im2rec's PREFIX.lst: "id<TAB>label...<TAB>path").
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <unordered_map>
+
+#include "core/endian.h"
+#include "core/file_io.h"
+#include "ingest/source_util.h"
+#include "recordio/recordio_format.h"
+
+namespace packrec::recordio {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Reads PREFIX.lst: id -> path. Lines that do not parse are ignored: the keys are a courtesy,
+// the .rec is the data.
+std::unordered_map<std::uint64_t, std::string> ReadKeys(const fs::path& rec) {
+  std::unordered_map<std::uint64_t, std::string> keys;
+  fs::path list = rec;
+  list.replace_extension(".lst");
+  std::ifstream in(list);
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::size_t first_tab = line.find('\t');
+    const std::size_t last_tab = line.rfind('\t');
+    if (first_tab == std::string::npos || last_tab == first_tab) continue;
+    std::uint64_t id = 0;
+    if (std::sscanf(line.c_str(), "%llu", reinterpret_cast<unsigned long long*>(&id)) != 1) {
+      continue;
+    }
+    keys.emplace(id, line.substr(last_tab + 1));
+  }
+  return keys;
+}
+
+class RecordIoSource final : public FileListSource {
+ public:
+  RecordIoSource(std::vector<fs::path> files, SourceOptions options)
+      : FileListSource(std::move(files)), options_(std::move(options)) {}
+
+  Result<bool> Next(SourceRecord& record) override {
+    for (;;) {
+      if (!file_) {
+        if (file_index_ == files_.size()) return false;
+        PACKREC_ASSIGN_OR_RETURN(file_, RandomAccessFile::Open(files_[file_index_]));
+        PACKREC_ASSIGN_OR_RETURN(size_, file_->RegularFileSize());
+        file_->AdviseSequential(0, size_);
+        position_ = 0;
+        number_ = 0;
+        resync_ = false;
+        keys_ = ReadKeys(files_[file_index_]);
+      }
+      if (resync_) PACKREC_RETURN_IF_ERROR(Resync());
+      if (position_ >= size_) {
+        file_.reset();
+        ++file_index_;
+        continue;
+      }
+      record = SourceRecord{};
+      record.origin = RecordOrigin(files_[file_index_], number_++, position_);
+      record.status = ReadRecord(record);
+      return true;
+    }
+  }
+
+  std::vector<std::string> classes() const override { return {}; }
+  SourceFormat format() const override { return SourceFormat::kRecordIo; }
+
+ private:
+  // After a bad magic: on to the next 4-aligned magic that starts a record (flag 0 or 1).
+  Status Resync() {
+    resync_ = false;
+    std::vector<std::byte> window(1 << 20);
+    std::uint64_t at = (position_ + 4) & ~std::uint64_t{3};
+    while (at + 8 <= size_) {
+      const std::size_t length =
+          static_cast<std::size_t>(std::min<std::uint64_t>(window.size(), size_ - at));
+      PACKREC_RETURN_IF_ERROR(file_->ReadExact(at, std::span(window).first(length)));
+      for (std::size_t i = 0; i + 8 <= length; i += 4) {
+        if (LoadLE<std::uint32_t>(window.data() + i) == kMagic &&
+            (LoadLE<std::uint32_t>(window.data() + i + 4) >> 29) <= 1) {
+          position_ = at + i;
+          return Status::OK();
+        }
+      }
+      at += length > 8 ? (length - 4) & ~std::size_t{3} : length;
+    }
+    position_ = size_;
+    return Status::OK();
+  }
+
+  // Reads one part at position_: its flag and bytes appended to `out`.
+  Status ReadPart(std::uint32_t* flag, std::vector<std::byte>& out) {
+    const std::uint64_t left = size_ - position_;
+    std::array<std::byte, 8> header{};
+    if (left < header.size()) {
+      position_ = size_;
+      return Status::Truncated("truncated part header (expected 8 bytes, got " +
+                               std::to_string(left) + ")");
+    }
+    PACKREC_RETURN_IF_ERROR(file_->ReadExact(position_, header));
+    if (LoadLE<std::uint32_t>(header.data()) != kMagic) {
+      resync_ = true;
+      return Status::Corruption("bad magic at byte " + std::to_string(position_) +
+                                "; reading resumes at the next record magic");
+    }
+    const std::uint32_t lrecord = LoadLE<std::uint32_t>(header.data() + 4);
+    *flag = lrecord >> 29;
+    const std::uint64_t length = lrecord & kMaxPartLength;
+    const std::uint64_t padded = (length + 3) & ~std::uint64_t{3};
+    if (padded > left - header.size()) {
+      position_ = size_;
+      return Status::Truncated("truncated record (expected " + std::to_string(8 + padded) +
+                               " bytes, got " + std::to_string(left) + ")");
+    }
+    const std::size_t before = out.size();
+    out.resize(before + static_cast<std::size_t>(length));
+    PACKREC_RETURN_IF_ERROR(file_->ReadExact(
+        position_ + 8, std::span(out).subspan(before, static_cast<std::size_t>(length))));
+    position_ += 8 + padded;
+    return Status::OK();
+  }
+
+  Status ReadRecord(SourceRecord& record) {
+    std::vector<std::byte> data;
+    std::uint32_t flag = 0;
+    PACKREC_RETURN_IF_ERROR(ReadPart(&flag, data));
+    if (flag == 2 || flag == 3) {
+      return Status::Corruption("a record continues here without its first part (flag " +
+                                std::to_string(flag) + ")");
+    }
+    while (flag == 1 || flag == 2) {
+      std::array<std::byte, 4> magic{};
+      StoreLE<std::uint32_t>(magic.data(), kMagic);
+      data.insert(data.end(), magic.begin(), magic.end());  // the magic the writer split out
+      PACKREC_RETURN_IF_ERROR(ReadPart(&flag, data));
+      if (flag == 0 || flag == 1) {
+        return Status::Corruption("a multi-part record ends without its last part");
+      }
+    }
+    if (data.size() < kIrHeaderSize) {
+      return Status::InvalidInput("record of " + std::to_string(data.size()) +
+                                  " bytes is shorter than an image record header (24)");
+    }
+    const std::uint32_t label_count = LoadLE<std::uint32_t>(data.data());
+    float label = 0;
+    const auto label_bits = LoadLE<std::uint32_t>(data.data() + 4);
+    std::memcpy(&label, &label_bits, 4);
+    const std::uint64_t id = LoadLE<std::uint64_t>(data.data() + 8);
+    std::size_t image_offset = kIrHeaderSize;
+    if (label_count > 0) {
+      if ((data.size() - kIrHeaderSize) / 4 < label_count) {
+        return Status::InvalidInput("its header declares " + std::to_string(label_count) +
+                                    " labels, more than the record holds");
+      }
+      const auto first = LoadLE<std::uint32_t>(data.data() + kIrHeaderSize);
+      std::memcpy(&label, &first, 4);
+      image_offset += 4 * static_cast<std::size_t>(label_count);
+    }
+    if (!(label >= 0) || label > 4294967295.0f || std::floor(label) != label) {
+      return Status::InvalidInput("label " + std::to_string(label) +
+                                  " is not a non-negative integer");
+    }
+    record.label = static_cast<std::uint32_t>(label);
+    record.bytes.assign(data.begin() + static_cast<std::ptrdiff_t>(image_offset), data.end());
+    const auto key = keys_.find(id);
+    if (key != keys_.end()) {
+      record.key = key->second;
+    } else {
+      char suffix[32];
+      std::snprintf(suffix, sizeof suffix, "/%09llu.", static_cast<unsigned long long>(id));
+      record.key = files_[file_index_].filename().string() + suffix +
+                   std::string(SniffImageExtension(record.bytes));
+    }
+    return Status::OK();
+  }
+
+  SourceOptions options_;
+  std::size_t file_index_ = 0;
+  std::unique_ptr<RandomAccessFile> file_;
+  std::uint64_t size_ = 0;
+  std::uint64_t position_ = 0;
+  std::uint64_t number_ = 0;
+  bool resync_ = false;
+  std::unordered_map<std::uint64_t, std::string> keys_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<RecordSource>> OpenRecordIoSource(std::vector<fs::path> files,
+                                                         const SourceOptions& options) {
+  return std::unique_ptr<RecordSource>(new RecordIoSource(std::move(files), options));
+}
+
+}  // namespace packrec::recordio

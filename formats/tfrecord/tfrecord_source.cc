@@ -1,0 +1,193 @@
+// TFRecord import: every frame's two CRCs checked, each record parsed as a tf.Example.
+#include <cstdio>
+#include <optional>
+
+#include "core/crc32c.h"
+#include "core/endian.h"
+#include "core/file_io.h"
+#include "ingest/source_util.h"
+#include "tfrecord/example.pb.h"
+#include "tfrecord/tfrecord_format.h"
+
+namespace packrec::tfrecord {
+
+bool LooksLikeFrameHeader(std::span<const std::byte> header) {
+  return header.size() >= kFrameHeaderSize &&
+         MaskCrc32c(Crc32c(header.first(8))) == LoadLE<std::uint32_t>(header.data() + 8);
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const tensorflow::Feature* FindFeature(const tensorflow::Example& example,
+                                       const std::string& wanted,
+                                       std::initializer_list<const char*> usual,
+                                       std::string* found) {
+  const auto& features = example.features().feature();
+  if (!wanted.empty()) {
+    const auto it = features.find(wanted);
+    *found = wanted;
+    return it == features.end() ? nullptr : &it->second;
+  }
+  for (const char* name : usual) {
+    const auto it = features.find(name);
+    if (it != features.end()) {
+      *found = name;
+      return &it->second;
+    }
+  }
+  return nullptr;
+}
+
+class TfRecordSource final : public FileListSource {
+ public:
+  TfRecordSource(std::vector<fs::path> files, SourceOptions options)
+      : FileListSource(std::move(files)), options_(std::move(options)) {}
+
+  Result<bool> Next(SourceRecord& record) override {
+    for (;;) {
+      if (!file_) {
+        if (file_index_ == files_.size()) return false;
+        PACKREC_ASSIGN_OR_RETURN(file_, RandomAccessFile::Open(files_[file_index_]));
+        PACKREC_ASSIGN_OR_RETURN(size_, file_->RegularFileSize());
+        file_->AdviseSequential(0, size_);
+        position_ = 0;
+        number_ = 0;
+      }
+      if (position_ == size_) {
+        EndFile();
+        continue;
+      }
+      ReadFrame(record);
+      return true;
+    }
+  }
+
+  std::vector<std::string> classes() const override { return class_names_.Complete(); }
+  SourceFormat format() const override { return SourceFormat::kTfRecord; }
+
+ private:
+  void EndFile() {
+    file_.reset();
+    ++file_index_;
+  }
+
+  // A frame that cannot be trusted ends the file: its length says where the next one starts.
+  void FailFile(SourceRecord& record, Status status) {
+    record.status = std::move(status);
+    EndFile();
+  }
+
+  void ReadFrame(SourceRecord& record) {
+    record = SourceRecord{};
+    const fs::path& file = files_[file_index_];
+    record.origin = RecordOrigin(file, number_, position_);
+    const std::uint64_t left = size_ - position_;
+    std::array<std::byte, kFrameHeaderSize> header{};
+    if (left < kFrameHeaderSize) {
+      return FailFile(record, Status::Truncated("truncated frame header (expected " +
+                                                std::to_string(kFrameHeaderSize) + " bytes, got " +
+                                                std::to_string(left) + ")"));
+    }
+    if (Status read = file_->ReadExact(position_, header); !read.ok()) {
+      return FailFile(record, read);
+    }
+    if (!LooksLikeFrameHeader(header)) {
+      return FailFile(record, Status::Corruption("frame length CRC mismatch (not a TFRecord frame, "
+                                                 "or a damaged one); the rest of this file "
+                                                 "cannot be framed and is not read"));
+    }
+    const std::uint64_t length = LoadLE<std::uint64_t>(header.data());
+    if (length > left - kFrameHeaderSize || left - kFrameHeaderSize - length < kFrameFooterSize) {
+      return FailFile(
+          record, Status::Truncated("truncated record (expected " +
+                                    std::to_string(kFrameHeaderSize + length + kFrameFooterSize) +
+                                    " bytes, got " + std::to_string(left) + ")"));
+    }
+    buffer_.resize(static_cast<std::size_t>(length) + kFrameFooterSize);
+    if (Status read = file_->ReadExact(position_ + kFrameHeaderSize, buffer_); !read.ok()) {
+      return FailFile(record, read);
+    }
+    position_ += kFrameHeaderSize + length + kFrameFooterSize;
+    const std::uint64_t number = number_++;
+    const std::span<const std::byte> data(buffer_.data(), static_cast<std::size_t>(length));
+    if (MaskCrc32c(Crc32c(data)) != LoadLE<std::uint32_t>(buffer_.data() + length)) {
+      record.status = Status::Corruption("data CRC mismatch (the record's bytes are damaged)");
+      return;
+    }
+    record.status = ParseExample(data, file, number, record);
+  }
+
+  Status ParseExample(std::span<const std::byte> data, const fs::path& file, std::uint64_t number,
+                      SourceRecord& record) {
+    example_.Clear();
+    if (data.size() > INT32_MAX ||
+        !example_.ParseFromArray(data.data(), static_cast<int>(data.size()))) {
+      return Status::InvalidInput("the record is not a tf.Example protobuf");
+    }
+    std::string name;
+    const tensorflow::Feature* image =
+        FindFeature(example_, options_.image_field,
+                    {"image/encoded", "image", "image_raw", "jpeg", "jpg", "png"}, &name);
+    if (image == nullptr || !image->has_bytes_list() || image->bytes_list().value_size() != 1) {
+      return Status::InvalidInput("no image: feature " +
+                                  (options_.image_field.empty()
+                                       ? std::string("image/encoded (or image, image_raw, jpeg)")
+                                       : options_.image_field) +
+                                  " is missing or not one bytes value");
+    }
+    const std::string& bytes = image->bytes_list().value(0);
+    const tensorflow::Feature* label = FindFeature(
+        example_, options_.label_field, {"image/class/label", "label", "class", "target"}, &name);
+    if (label != nullptr) {
+      if (!label->has_int64_list() || label->int64_list().value_size() < 1 ||
+          label->int64_list().value(0) < 0 || label->int64_list().value(0) > INT64_C(0xffffffff)) {
+        return Status::InvalidInput("feature " + name +
+                                    " is not a non-negative int64 label below 2^32");
+      }
+      record.label = static_cast<std::uint32_t>(label->int64_list().value(0));
+    } else if (!options_.label_field.empty()) {
+      return Status::InvalidInput("no feature " + options_.label_field);
+    }
+    const tensorflow::Feature* key = FindFeature(
+        example_, options_.key_field, {"image/filename", "filename", "image/key", "key"}, &name);
+    if (key != nullptr && key->has_bytes_list() && key->bytes_list().value_size() == 1 &&
+        !key->bytes_list().value(0).empty()) {
+      record.key = key->bytes_list().value(0);
+    } else {
+      char suffix[32];
+      std::snprintf(suffix, sizeof suffix, "/%09llu.", static_cast<unsigned long long>(number));
+      record.key =
+          file.filename().string() + suffix + std::string(SniffImageExtension(AsBytes(bytes)));
+    }
+    std::string text_name;
+    const tensorflow::Feature* text =
+        FindFeature(example_, "", {"image/class/text", "image/class/synset"}, &text_name);
+    if (text != nullptr && text->has_bytes_list() && text->bytes_list().value_size() == 1) {
+      class_names_.Note(record.label, text->bytes_list().value(0));
+    }
+    const auto view = AsBytes(bytes);
+    record.bytes.assign(view.begin(), view.end());
+    return Status::OK();
+  }
+
+  SourceOptions options_;
+  std::size_t file_index_ = 0;
+  std::unique_ptr<RandomAccessFile> file_;
+  std::uint64_t size_ = 0;
+  std::uint64_t position_ = 0;
+  std::uint64_t number_ = 0;
+  std::vector<std::byte> buffer_;
+  tensorflow::Example example_;
+  ClassNameCollector class_names_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<RecordSource>> OpenTfRecordSource(std::vector<fs::path> files,
+                                                         const SourceOptions& options) {
+  return std::unique_ptr<RecordSource>(new TfRecordSource(std::move(files), options));
+}
+
+}  // namespace packrec::tfrecord

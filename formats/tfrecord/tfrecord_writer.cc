@@ -1,0 +1,120 @@
+// TFRecord export: shard-NNNNNN.tfrecord of tf.Example records with the keys TensorFlow's
+// ImageNet scripts use, and shard-NNNNNN.idx ("offset size" per record, the index DALI's
+// fn.readers.tfrecord takes, as its tfrecord2idx writes it).
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include <array>
+#include <cstdio>
+
+#include "core/crc32c.h"
+#include "core/endian.h"
+#include "dataset/export_writer.h"
+#include "tfrecord/example.pb.h"
+#include "tfrecord/tfrecord_format.h"
+
+namespace packrec::tfrecord {
+namespace {
+
+namespace fs = std::filesystem;
+
+void SetBytes(tensorflow::Example& example, const char* name, std::string_view value) {
+  (*example.mutable_features()->mutable_feature())[name].mutable_bytes_list()->add_value(
+      std::string(value));
+}
+
+void SetInt(tensorflow::Example& example, const char* name, std::int64_t value) {
+  (*example.mutable_features()->mutable_feature())[name].mutable_int64_list()->add_value(value);
+}
+
+class TfRecordWriter final : public ExportWriter {
+ public:
+  TfRecordWriter(OutputDirectory out, WriterOptions options)
+      : ExportWriter(std::move(out), std::move(options), "tfrecord") {}
+  ~TfRecordWriter() override { Abort(); }
+
+ private:
+  Status StartFile(std::uint32_t file_number) override {
+    char name[32];
+    std::snprintf(name, sizeof name, "shard-%06u", file_number);
+    PACKREC_ASSIGN_OR_RETURN(data_, ExportFile::Create(dir(), std::string(name) + ".tfrecord"));
+    PACKREC_ASSIGN_OR_RETURN(index_, ExportFile::Create(dir(), std::string(name) + ".idx"));
+    return Status::OK();
+  }
+
+  Status WriteRecord(const RecordInput& record, std::uint64_t index) override {
+    PACKREC_ASSIGN_OR_RETURN(const std::string_view extension, ExportImageExtension(record, index));
+    example_.Clear();
+    const std::string_view image(reinterpret_cast<const char*>(record.bytes.data()),
+                                 record.bytes.size());
+    SetBytes(example_, "image/encoded", image);
+    SetBytes(example_, "image/format", extension == "jpg" ? "jpeg" : "png");
+    SetBytes(example_, "image/filename", record.key);
+    SetInt(example_, "image/class/label", record.label);
+    SetInt(example_, "image/height", record.image.height);
+    SetInt(example_, "image/width", record.image.width);
+    SetInt(example_, "image/channels", record.image.channels);
+    if (!ClassName(record.label).empty()) {
+      SetBytes(example_, "image/class/text", ClassName(record.label));
+    }
+    // Deterministic: maps serialize in key order, so one dataset always exports the same bytes.
+    serialized_.clear();
+    {
+      google::protobuf::io::StringOutputStream stream(&serialized_);
+      google::protobuf::io::CodedOutputStream coded(&stream);
+      coded.SetSerializationDeterministic(true);
+      if (!example_.SerializeToCodedStream(&coded)) {
+        return Status::Internal("cannot serialize the tf.Example of record " +
+                                std::to_string(index));
+      }
+    }
+    const std::uint64_t offset = data_->size();
+    std::array<std::byte, kFrameHeaderSize> header{};
+    StoreLE<std::uint64_t>(header.data(), serialized_.size());
+    StoreLE<std::uint32_t>(header.data() + 8,
+                           MaskCrc32c(Crc32c(std::span<const std::byte>(header).first(8))));
+    std::array<std::byte, kFrameFooterSize> footer{};
+    StoreLE<std::uint32_t>(footer.data(), MaskCrc32c(Crc32c(AsBytes(serialized_))));
+    PACKREC_RETURN_IF_ERROR(data_->Append(header));
+    PACKREC_RETURN_IF_ERROR(data_->Append(AsBytes(serialized_)));
+    PACKREC_RETURN_IF_ERROR(data_->Append(footer));
+    const std::string line =
+        std::to_string(offset) + " " + std::to_string(data_->size() - offset) + "\n";
+    return index_->Append(AsBytes(line));
+  }
+
+  std::uint64_t OpenFileSize() const override { return data_->size(); }
+
+  Status SealFile(std::vector<std::string>& files, std::uint64_t& bytes) override {
+    PACKREC_RETURN_IF_ERROR(data_->Seal());
+    PACKREC_RETURN_IF_ERROR(index_->Seal());
+    files = {data_->name(), index_->name()};
+    bytes = data_->size() + index_->size();
+    data_.reset();
+    index_.reset();
+    return Status::OK();
+  }
+
+  void DiscardFile() override {
+    if (data_) data_->Discard();
+    if (index_) index_->Discard();
+    data_.reset();
+    index_.reset();
+  }
+
+  std::unique_ptr<ExportFile> data_;
+  std::unique_ptr<ExportFile> index_;
+  tensorflow::Example example_;
+  std::string serialized_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<DatasetWriter>> CreateTfRecordWriter(const fs::path& dir,
+                                                            const WriterOptions& options) {
+  PACKREC_ASSIGN_OR_RETURN(OutputDirectory out,
+                           OutputDirectory::Prepare(dir, kExportManifestName, options.overwrite));
+  return std::unique_ptr<DatasetWriter>(new TfRecordWriter(std::move(out), options));
+}
+
+}  // namespace packrec::tfrecord

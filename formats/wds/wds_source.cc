@@ -1,0 +1,276 @@
+// WebDataset import: tar members grouped into samples the way WebDataset groups them (consecutive
+// members sharing the name up to the first dot of the base name), one record per sample.
+#include <archive.h>
+#include <archive_entry.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <deque>
+#include <optional>
+
+#include "ingest/source_util.h"
+#include "wds/wds_format.h"
+
+namespace packrec::wds {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A member larger than this is refused rather than read into memory (no image is that large).
+constexpr la_int64_t kMaxMemberBytes = 1ll << 31;
+
+struct Member {
+  std::string extension;  // after the first dot of the base name, lower-cased
+  std::vector<std::byte> bytes;
+};
+
+struct Sample {
+  std::string key;  // the member name up to the first dot of its base name
+  std::vector<Member> members;
+  std::uint64_t offset = 0;  // of its first member's header
+  std::uint64_t number = 0;  // samples before it in this tar
+};
+
+std::string Lower(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+// WebDataset's split: the key is everything up to the first dot after the last '/'.
+void SplitMemberName(std::string_view name, std::string* key, std::string* extension) {
+  const std::size_t slash = name.rfind('/');
+  const std::size_t base = slash == std::string_view::npos ? 0 : slash + 1;
+  const std::size_t dot = name.find('.', base);
+  if (dot == std::string_view::npos) {
+    *key = std::string(name);
+    extension->clear();
+  } else {
+    *key = std::string(name.substr(0, dot));
+    *extension = Lower(std::string(name.substr(dot + 1)));
+  }
+}
+
+std::string_view AsText(const std::vector<std::byte>& bytes) {
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
+
+class WdsSource final : public FileListSource {
+ public:
+  WdsSource(std::vector<fs::path> files, SourceOptions options)
+      : FileListSource(std::move(files)), options_(std::move(options)) {}
+  ~WdsSource() override { CloseArchive(); }
+
+  Result<bool> Next(SourceRecord& record) override {
+    while (ready_.empty()) {
+      if (archive_ == nullptr) {
+        if (file_index_ == files_.size()) return false;
+        PACKREC_RETURN_IF_ERROR(OpenArchive());
+      }
+      ReadMember();
+    }
+    record = std::move(ready_.front());
+    ready_.pop_front();
+    return true;
+  }
+
+  std::vector<std::string> classes() const override { return class_names_.Complete(); }
+  SourceFormat format() const override { return SourceFormat::kWebDataset; }
+
+ private:
+  Status OpenArchive() {
+    archive_ = archive_read_new();
+    archive_read_support_format_tar(archive_);
+    archive_read_support_filter_all(archive_);  // .tar.gz, .tar.zst, ... as well
+    const fs::path& file = files_[file_index_];
+    if (archive_read_open_filename(archive_, file.c_str(), 1 << 20) != ARCHIVE_OK) {
+      const std::string message = archive_error_string(archive_) != nullptr
+                                      ? archive_error_string(archive_)
+                                      : "cannot open";
+      CloseArchive();
+      return Status::IOError(file.string() + ": " + message);
+    }
+    samples_in_file_ = 0;
+    return Status::OK();
+  }
+
+  void CloseArchive() {
+    if (archive_ != nullptr) archive_read_free(archive_);
+    archive_ = nullptr;
+  }
+
+  // The current tar cannot be read further: what came before is delivered, the sample being read
+  // and the rest of the tar are one rejected record, and the next tar is opened.
+  void FailArchive(const std::string& what, std::uint64_t offset, const std::string& member) {
+    const std::string message =
+        archive_error_string(archive_) != nullptr ? archive_error_string(archive_) : "";
+    SourceRecord failed;
+    failed.origin = files_[file_index_].string() + " sample " +
+                    std::to_string(pending_ ? pending_->number : samples_in_file_) + " at byte " +
+                    std::to_string(offset) + (member.empty() ? "" : " (member " + member + ")");
+    failed.key = member;
+    failed.status = Status::Corruption(what + (message.empty() ? "" : ": " + message) +
+                                       "; the rest of this tar is not read");
+    pending_.reset();
+    ready_.push_back(std::move(failed));
+    CloseArchive();
+    ++file_index_;
+  }
+
+  void ReadMember() {
+    archive_entry* entry = nullptr;
+    const int header = archive_read_next_header(archive_, &entry);
+    const auto offset = static_cast<std::uint64_t>(archive_read_header_position(archive_));
+    if (header == ARCHIVE_EOF) {
+      Flush();
+      CloseArchive();
+      ++file_index_;
+      return;
+    }
+    if (header != ARCHIVE_OK && header != ARCHIVE_WARN) {
+      Flush();
+      FailArchive("bad tar header", offset, "");
+      return;
+    }
+    if (archive_entry_filetype(entry) != AE_IFREG) return;  // directories, links
+    const char* raw_name = archive_entry_pathname(entry);
+    const std::string name = raw_name != nullptr ? raw_name : "";
+    std::string key, extension;
+    SplitMemberName(name, &key, &extension);
+    // WebDataset skips members whose base name starts with "__" (its own metadata).
+    if (name.empty() || key.substr(key.rfind('/') + 1).starts_with("__")) {
+      archive_read_data_skip(archive_);
+      return;
+    }
+    if (pending_ && pending_->key != key) Flush();
+    if (!pending_) {
+      pending_ = Sample{key, {}, offset, samples_in_file_++};
+    }
+    Member member{extension, {}};
+    const la_int64_t size = archive_entry_size_is_set(entry) ? archive_entry_size(entry) : -1;
+    if (size > kMaxMemberBytes) {
+      FailArchive("member of " + std::to_string(size) + " bytes (over 2 GiB)", offset, name);
+      return;
+    }
+    if (size > 0) member.bytes.reserve(static_cast<std::size_t>(size));
+    std::byte buffer[1 << 16];
+    for (;;) {
+      const la_ssize_t got = archive_read_data(archive_, buffer, sizeof buffer);
+      if (got == 0) break;
+      if (got < 0) {
+        FailArchive("truncated or damaged member", offset, name);
+        return;
+      }
+      member.bytes.insert(member.bytes.end(), buffer, buffer + got);
+    }
+    if (size >= 0 && member.bytes.size() != static_cast<std::uint64_t>(size)) {
+      FailArchive("member is " + std::to_string(member.bytes.size()) + " bytes, its header says " +
+                      std::to_string(size),
+                  offset, name);
+      return;
+    }
+    pending_->members.push_back(std::move(member));
+  }
+
+  Member* Find(std::string_view extension) {
+    for (Member& member : pending_->members) {
+      if (member.extension == extension) return &member;
+    }
+    return nullptr;
+  }
+
+  void Flush() {
+    if (!pending_) return;
+    SourceRecord record;
+    record.origin = files_[file_index_].string() + " sample " + std::to_string(pending_->number) +
+                    " (" + pending_->key + ") at byte " + std::to_string(pending_->offset);
+    record.status = Assemble(record);
+    pending_.reset();
+    ready_.push_back(std::move(record));
+  }
+
+  Status Assemble(SourceRecord& record) {
+    Member* image = nullptr;
+    if (!options_.image_field.empty()) {
+      image = Find(Lower(options_.image_field));
+    } else {
+      for (const char* extension : {"jpg", "jpeg", "png", "webp"}) {
+        if ((image = Find(extension)) != nullptr) break;
+      }
+    }
+    std::string present;
+    for (const Member& member : pending_->members) {
+      present += (present.empty() ? "" : ", ") + member.extension;
+    }
+    record.key = pending_->key;
+    if (image == nullptr) {
+      return Status::InvalidInput("no image member (" +
+                                  (options_.image_field.empty()
+                                       ? std::string("jpg, jpeg, png, webp")
+                                       : options_.image_field) +
+                                  ") among its members: " + present);
+    }
+    record.key = pending_->key + "." + image->extension;
+    std::optional<nlohmann::json> json;
+    if (Member* member = Find("json")) {
+      nlohmann::json parsed = nlohmann::json::parse(AsText(member->bytes), nullptr, false);
+      if (parsed.is_discarded() || !parsed.is_object()) {
+        return Status::InvalidInput("its json member is not a JSON object");
+      }
+      json = std::move(parsed);
+    }
+    bool labelled = false;
+    const std::string label_field = Lower(options_.label_field);
+    for (const std::string& extension : label_field.empty()
+                                            ? std::vector<std::string>{"cls", "cls.txt"}
+                                            : std::vector<std::string>{label_field}) {
+      if (Member* member = Find(extension)) {
+        if (!ParseLabelText(AsText(member->bytes), &record.label)) {
+          return Status::InvalidInput("its " + extension +
+                                      " member is not a non-negative integer label");
+        }
+        labelled = true;
+        break;
+      }
+    }
+    if (json) {
+      const std::string json_label = label_field.empty() ? "label" : label_field;
+      if (!labelled && json->contains(json_label)) {
+        const nlohmann::json& value = (*json)[json_label];
+        if (!value.is_number_unsigned() || value.get<std::uint64_t>() > UINT32_MAX) {
+          return Status::InvalidInput("json[\"" + json_label +
+                                      "\"] is not a non-negative integer label");
+        }
+        record.label = value.get<std::uint32_t>();
+      }
+      // packrec's own exports keep the original key and the class name here.
+      const std::string key_field = options_.key_field.empty() ? "key" : options_.key_field;
+      if (json->contains(key_field) && (*json)[key_field].is_string()) {
+        record.key = (*json)[key_field].get<std::string>();
+      }
+      if (json->contains("class") && (*json)["class"].is_string()) {
+        class_names_.Note(record.label, (*json)["class"].get<std::string>());
+      }
+    }
+    record.bytes = std::move(image->bytes);
+    return Status::OK();
+  }
+
+  SourceOptions options_;
+  archive* archive_ = nullptr;
+  std::size_t file_index_ = 0;
+  std::uint64_t samples_in_file_ = 0;
+  std::optional<Sample> pending_;
+  std::deque<SourceRecord> ready_;
+  ClassNameCollector class_names_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<RecordSource>> OpenWdsSource(std::vector<fs::path> files,
+                                                    const SourceOptions& options) {
+  return std::unique_ptr<RecordSource>(new WdsSource(std::move(files), options));
+}
+
+}  // namespace packrec::wds

@@ -1,0 +1,129 @@
+// WebDataset export: tar shards of samples KEY.jpg|png + KEY.cls + KEY.json, KEY the record's
+// global index in 9 digits (WebDataset keys may not contain dots, which record keys do; the
+// original key rides in the json member, with the label and class name).
+#include <archive.h>
+#include <archive_entry.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+
+#include "dataset/export_writer.h"
+#include "wds/wds_format.h"
+
+namespace packrec::wds {
+namespace {
+
+namespace fs = std::filesystem;
+
+class WdsWriter final : public ExportWriter {
+ public:
+  WdsWriter(OutputDirectory out, WriterOptions options)
+      : ExportWriter(std::move(out), std::move(options), "wds") {}
+  ~WdsWriter() override { Abort(); }
+
+ private:
+  static la_ssize_t WriteCallback(archive*, void* self, const void* data, size_t size) {
+    auto* writer = static_cast<WdsWriter*>(self);
+    writer->write_status_ = writer->file_->Append(
+        {static_cast<const std::byte*>(data), static_cast<std::size_t>(size)});
+    return writer->write_status_.ok() ? static_cast<la_ssize_t>(size) : -1;
+  }
+
+  Status ArchiveError(const std::string& what) {
+    if (!write_status_.ok()) return write_status_;  // the file's own error (ENOSPC) names it
+    const char* message = archive_error_string(archive_);
+    return Status::IOError(dir().string() + "/" + file_->name() + ": " + what + ": " +
+                           (message != nullptr ? message : "libarchive error"));
+  }
+
+  Status StartFile(std::uint32_t file_number) override {
+    char name[32];
+    std::snprintf(name, sizeof name, "shard-%06u.tar", file_number);
+    PACKREC_ASSIGN_OR_RETURN(file_, ExportFile::Create(dir(), name));
+    archive_ = archive_write_new();
+    // pax where ustar cannot say it (long names), plain ustar otherwise: GNU tar reads both.
+    archive_write_set_format_pax_restricted(archive_);
+    archive_write_set_bytes_in_last_block(archive_, 1);
+    if (archive_write_open(archive_, this, nullptr, &WdsWriter::WriteCallback, nullptr) !=
+        ARCHIVE_OK) {
+      return ArchiveError("cannot start the tar");
+    }
+    return Status::OK();
+  }
+
+  Status AddMember(const std::string& name, std::span<const std::byte> bytes) {
+    archive_entry* entry = archive_entry_new();
+    archive_entry_set_pathname(entry, name.c_str());
+    archive_entry_set_size(entry, static_cast<la_int64_t>(bytes.size()));
+    archive_entry_set_filetype(entry, AE_IFREG);
+    archive_entry_set_perm(entry, 0644);
+    archive_entry_set_mtime(entry, 0, 0);  // the same bytes on every run
+    Status status;
+    if (archive_write_header(archive_, entry) != ARCHIVE_OK) {
+      status = ArchiveError("cannot write the header of " + name);
+    } else if (!bytes.empty() && archive_write_data(archive_, bytes.data(), bytes.size()) !=
+                                     static_cast<la_ssize_t>(bytes.size())) {
+      status = ArchiveError("cannot write " + name);
+    }
+    archive_entry_free(entry);
+    return status;
+  }
+
+  Status WriteRecord(const RecordInput& record, std::uint64_t index) override {
+    PACKREC_ASSIGN_OR_RETURN(const std::string_view extension, ExportImageExtension(record, index));
+    char key[32];
+    std::snprintf(key, sizeof key, "%09llu", static_cast<unsigned long long>(index));
+    nlohmann::json json = {{"key", std::string(record.key)}, {"label", record.label}};
+    if (!ClassName(record.label).empty()) json["class"] = std::string(ClassName(record.label));
+    std::string json_text;
+    try {
+      json_text = json.dump();
+    } catch (const nlohmann::json::exception&) {
+      return Status::InvalidArgument("record " + std::to_string(index) +
+                                     ": its key is not valid UTF-8, which WebDataset's json "
+                                     "member cannot carry");
+    }
+    const std::string label = std::to_string(record.label);
+    PACKREC_RETURN_IF_ERROR(
+        AddMember(std::string(key) + "." + std::string(extension), record.bytes));
+    PACKREC_RETURN_IF_ERROR(AddMember(std::string(key) + ".cls", AsBytes(label)));
+    return AddMember(std::string(key) + ".json", AsBytes(json_text));
+  }
+
+  std::uint64_t OpenFileSize() const override { return file_->size(); }
+
+  Status SealFile(std::vector<std::string>& files, std::uint64_t& bytes) override {
+    const int closed = archive_write_close(archive_);
+    if (closed != ARCHIVE_OK) return ArchiveError("cannot finish the tar");
+    archive_write_free(archive_);
+    archive_ = nullptr;
+    PACKREC_RETURN_IF_ERROR(file_->Seal());
+    files.push_back(file_->name());
+    bytes = file_->size();
+    file_.reset();
+    return Status::OK();
+  }
+
+  void DiscardFile() override {
+    if (archive_ != nullptr) archive_write_free(archive_);
+    archive_ = nullptr;
+    if (file_) file_->Discard();
+    file_.reset();
+  }
+
+  std::unique_ptr<ExportFile> file_;
+  archive* archive_ = nullptr;
+  Status write_status_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<DatasetWriter>> CreateWdsWriter(const fs::path& dir,
+                                                       const WriterOptions& options) {
+  PACKREC_ASSIGN_OR_RETURN(OutputDirectory out,
+                           OutputDirectory::Prepare(dir, kExportManifestName, options.overwrite));
+  return std::unique_ptr<DatasetWriter>(new WdsWriter(std::move(out), options));
+}
+
+}  // namespace packrec::wds

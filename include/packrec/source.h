@@ -1,0 +1,97 @@
+// Record sources: the containers other tools write (WebDataset tars, TFRecords, RecordIO, MDS,
+// Caffe LMDBs, packrec datasets), streamed record by record for `packrec convert` to import.
+//
+// Threading: one thread per source. Memory: a source holds at most one of its files' framing and
+// one record (an MDS source one shard) at a time, so sources larger than memory stream through.
+#ifndef PACKREC_SOURCE_H_
+#define PACKREC_SOURCE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "packrec/record.h"
+#include "packrec/status.h"
+
+namespace packrec {
+
+enum class SourceFormat {
+  kAuto,
+  kImageFolder,  // root/<class>/.../<file>: a listing (ingest.h), not a RecordSource
+  kListFile,     // Caffe or MXNet list file: a listing too
+  kWebDataset,
+  kTfRecord,
+  kRecordIo,
+  kMds,
+  kCaffeLmdb,
+  kPackrec,  // shard, LMDB or HDF5 written by packrec
+};
+
+// "auto", "folder", "list", "wds", "tfrecord", "recordio", "mds", "caffe-lmdb", "packrec".
+std::string_view SourceFormatName(SourceFormat format);
+Result<SourceFormat> ParseSourceFormat(std::string_view name);
+
+// Raw Caffe Datums (pixels, not an encoded image) become PNGs (lossless) or raw RGB records.
+enum class RawPixels { kPng, kRaw };
+
+struct SourceOptions {
+  // Field or column names; empty picks the format's usual ones (docs/interop.md):
+  // tfrecord: image/encoded, image/class/label, image/filename; mds: the first of image, img,
+  // jpg, jpeg, png, x / label, cls, y, target / key, filename, __key__, id; wds: the image member
+  // by extension (jpg jpeg png webp), the label from cls, cls.txt or json["label"].
+  std::string image_field;
+  std::string label_field;
+  std::string key_field;
+  RawPixels raw_pixels = RawPixels::kPng;
+};
+
+// One record of a source. A record the source could not read (bad CRC, truncated member, a
+// protobuf that does not parse) comes back with `status` not OK and `origin` naming the file,
+// byte offset and record number; the source goes on with the next record it can find.
+struct SourceRecord {
+  std::string key;
+  std::uint32_t label = 0;
+  std::vector<std::byte> bytes;
+  // Sources that hand out decoded pixels (raw Caffe Datums with RawPixels::kRaw) describe them
+  // here (Encoding::kRawRgb); for encoded images it stays kUnknown and convert probes the bytes.
+  ImageInfo image;
+  std::string origin;  // "FILE record N at byte B"
+  Status status;
+};
+
+class RecordSource {
+ public:
+  virtual ~RecordSource() = default;
+  // Fills `record` with the next record; false at the end. An error: the source cannot go on
+  // (a file that cannot be opened at all); everything before it was delivered.
+  virtual Result<bool> Next(SourceRecord& record) = 0;
+  // Label i is classes()[i] when the source carries class names (may grow while reading: a
+  // WebDataset's names are known only once read); empty otherwise.
+  virtual std::vector<std::string> classes() const = 0;
+  virtual SourceFormat format() const = 0;
+  // The files read, in order (what `cat` would read to get the same bytes).
+  virtual const std::vector<std::filesystem::path>& files() const = 0;
+  // Records in the source when the format says so up front (index files, MDS, LMDB); else 0.
+  virtual std::uint64_t size_hint() const { return 0; }
+};
+
+// The files a spec names: a path, a glob (`train-*.tar`), or brace notation
+// (`train-{000000..000127}.tar`, `{a,b}.tar`), sorted within each glob. NotFound when nothing
+// matches or a named file is missing.
+Result<std::vector<std::filesystem::path>> ExpandSourceSpec(const std::string& spec);
+
+// What `spec` holds, from its names and first bytes: a packrec dataset, an MDS directory
+// (index.json), an LMDB directory or file that is not packrec's (Caffe), .tar/.tar.gz/.tgz
+// (WebDataset), .tfrecord/.tfrecords/.tfr, .rec, a directory (image folder), else a list file.
+Result<SourceFormat> DetectSourceFormat(const std::string& spec);
+
+// Opens a container source. InvalidArgument for kImageFolder/kListFile/kAuto (resolve first).
+Result<std::unique_ptr<RecordSource>> OpenRecordSource(const std::string& spec, SourceFormat format,
+                                                       const SourceOptions& options = {});
+
+}  // namespace packrec
+
+#endif  // PACKREC_SOURCE_H_

@@ -1,0 +1,327 @@
+// Where lib/ reaches the import sources of formats/: spec expansion, detection and the factory,
+// plus the source that reads packrec's own datasets through their readers.
+#include <glob.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <fstream>
+#include <system_error>
+
+#include "core/crc32c.h"
+#include "core/endian.h"
+#include "ingest/source_util.h"
+#include "lmdb/lmdb_format.h"
+#include "mds/mds_format.h"
+#include "packrec/reader.h"
+#include "packrec/source.h"
+#include "recordio/recordio_format.h"
+#include "tfrecord/tfrecord_format.h"
+#include "wds/wds_format.h"
+
+namespace packrec {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::array<std::pair<SourceFormat, const char*>, 9> kNames = {{
+    {SourceFormat::kAuto, "auto"},
+    {SourceFormat::kImageFolder, "folder"},
+    {SourceFormat::kListFile, "list"},
+    {SourceFormat::kWebDataset, "wds"},
+    {SourceFormat::kTfRecord, "tfrecord"},
+    {SourceFormat::kRecordIo, "recordio"},
+    {SourceFormat::kMds, "mds"},
+    {SourceFormat::kCaffeLmdb, "caffe-lmdb"},
+    {SourceFormat::kPackrec, "packrec"},
+}};
+
+// Brace notation, as WebDataset and the shell take it: {000..127} (zero-padded like its first
+// bound) and {a,b,c}, several groups multiplying out. InvalidArgument for an unclosed group or a
+// range that is too large.
+Status ExpandBraces(const std::string& spec, std::vector<std::string>& out) {
+  const std::size_t open = spec.find('{');
+  if (open == std::string::npos) {
+    out.push_back(spec);
+    return Status::OK();
+  }
+  const std::size_t close = spec.find('}', open);
+  if (close == std::string::npos) {
+    return Status::InvalidArgument("source '" + spec + "': '{' without its '}'");
+  }
+  const std::string prefix = spec.substr(0, open), suffix = spec.substr(close + 1);
+  const std::string body = spec.substr(open + 1, close - open - 1);
+  std::vector<std::string> choices;
+  const std::size_t dots = body.find("..");
+  if (dots != std::string::npos) {
+    const std::string first = body.substr(0, dots), last = body.substr(dots + 2);
+    const auto digits = [](const std::string& text) {
+      return !text.empty() && text.size() <= 18 &&
+             std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+    };
+    if (!digits(first) || !digits(last)) {
+      return Status::InvalidArgument("source '" + spec + "': {" + body +
+                                     "} is not a range of non-negative integers");
+    }
+    const std::uint64_t from = std::stoull(first), to = std::stoull(last);
+    if (to < from || to - from >= 10'000'000) {
+      return Status::InvalidArgument("source '" + spec + "': range {" + body +
+                                     "} is empty or over 10 million");
+    }
+    for (std::uint64_t n = from; n <= to; ++n) {
+      std::string number = std::to_string(n);
+      if (number.size() < first.size()) number.insert(0, first.size() - number.size(), '0');
+      choices.push_back(std::move(number));
+    }
+  } else {
+    std::size_t start = 0;
+    for (;;) {
+      const std::size_t comma = body.find(',', start);
+      choices.push_back(body.substr(start, comma - start));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  for (const std::string& choice : choices) {
+    PACKREC_RETURN_IF_ERROR(ExpandBraces(prefix + choice + suffix, out));
+  }
+  return Status::OK();
+}
+
+bool HasGlob(const std::string& text) { return text.find_first_of("*?[") != std::string::npos; }
+
+std::string Lower(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+// The first bytes of a file (up to 512), for sniffing.
+std::vector<std::byte> Head(const fs::path& file, std::size_t size) {
+  std::vector<std::byte> head(size);
+  std::ifstream in(file, std::ios::binary);
+  in.read(reinterpret_cast<char*>(head.data()), static_cast<std::streamsize>(size));
+  head.resize(static_cast<std::size_t>(std::max<std::streamsize>(0, in.gcount())));
+  return head;
+}
+
+class PackrecSource final : public RecordSource {
+ public:
+  PackrecSource(fs::path path, std::unique_ptr<Reader> reader)
+      : reader_(std::move(reader)), files_{std::move(path)} {}
+
+  Result<bool> Next(SourceRecord& record) override {
+    if (next_ == reader_->size()) return false;
+    record = SourceRecord{};
+    record.origin = files_.front().string() + " record " + std::to_string(next_);
+    Result<RecordView> view = reader_->Read(next_++, scratch_);
+    if (!view.ok()) {
+      record.status = view.status();
+      return true;
+    }
+    record.key = std::string(view->key);
+    record.label = view->label;
+    record.bytes.assign(view->bytes.begin(), view->bytes.end());
+    if (view->encoding == Encoding::kRawRgb) {
+      record.image =
+          ImageInfo{Encoding::kRawRgb, view->width, view->height, 3, Subsampling::kNone, false};
+    }
+    return true;
+  }
+
+  std::vector<std::string> classes() const override { return reader_->info().classes; }
+  SourceFormat format() const override { return SourceFormat::kPackrec; }
+  const std::vector<fs::path>& files() const override { return files_; }
+  std::uint64_t size_hint() const override { return reader_->size(); }
+
+ private:
+  std::unique_ptr<Reader> reader_;
+  std::vector<fs::path> files_;
+  ReadScratch scratch_;
+  std::uint64_t next_ = 0;
+};
+
+// A directory packrec exported to (packrec-export.json): its format and data files in order.
+bool ReadExportManifest(const fs::path& dir, SourceFormat* format, std::vector<fs::path>* files) {
+  std::error_code error;
+  if (!fs::is_regular_file(dir / "packrec-export.json", error)) return false;
+  std::ifstream in(dir / "packrec-export.json");
+  const nlohmann::json manifest = nlohmann::json::parse(in, nullptr, false);
+  if (manifest.is_discarded() || !manifest.is_object() || !manifest.contains("files") ||
+      !manifest["files"].is_array()) {
+    return false;
+  }
+  const std::string name = manifest.value("format", "");
+  const char* data_extension = name == "wds"        ? ".tar"
+                               : name == "tfrecord" ? ".tfrecord"
+                               : name == "recordio" ? ".rec"
+                                                    : nullptr;
+  if (data_extension == nullptr) return false;
+  *format = name == "wds"        ? SourceFormat::kWebDataset
+            : name == "tfrecord" ? SourceFormat::kTfRecord
+                                 : SourceFormat::kRecordIo;
+  files->clear();
+  for (const nlohmann::json& group : manifest["files"]) {
+    if (!group.is_object() || !group.contains("files") || !group["files"].is_array()) return false;
+    for (const nlohmann::json& file : group["files"]) {
+      if (!file.is_string()) return false;
+      const std::string file_name = file.get<std::string>();
+      if (file_name.ends_with(data_extension) && file_name.find('/') == std::string::npos) {
+        files->push_back(dir / file_name);
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string_view SourceFormatName(SourceFormat format) {
+  for (const auto& [value, name] : kNames) {
+    if (value == format) return name;
+  }
+  return "unknown";
+}
+
+Result<SourceFormat> ParseSourceFormat(std::string_view name) {
+  std::string known;
+  for (const auto& [value, text] : kNames) {
+    if (name == text) return value;
+    known += (known.empty() ? "" : ", ") + std::string(text);
+  }
+  return Status::InvalidArgument("--from '" + std::string(name) + "' is not one of: " + known);
+}
+
+Result<std::vector<fs::path>> ExpandSourceSpec(const std::string& spec) {
+  std::vector<std::string> patterns;
+  std::error_code error;
+  // A path that exists is taken as it is, braces and all.
+  if (fs::exists(spec, error)) {
+    patterns.push_back(spec);
+  } else {
+    PACKREC_RETURN_IF_ERROR(ExpandBraces(spec, patterns));
+  }
+  std::vector<fs::path> files;
+  for (const std::string& pattern : patterns) {
+    if (!HasGlob(pattern) || fs::exists(pattern, error)) {
+      if (!fs::exists(pattern, error)) {
+        return Status::NotFound("source " + pattern + " does not exist" +
+                                (patterns.size() > 1 ? " (from " + spec + ")" : ""));
+      }
+      files.emplace_back(pattern);
+      continue;
+    }
+    glob_t matches{};
+    const int rc = glob(pattern.c_str(), 0, nullptr, &matches);
+    if (rc == 0) {
+      for (std::size_t i = 0; i < matches.gl_pathc; ++i) files.emplace_back(matches.gl_pathv[i]);
+    }
+    globfree(&matches);
+    if (rc == GLOB_NOMATCH) return Status::NotFound("no file matches " + pattern);
+    if (rc != 0) return Status::IOError("cannot expand " + pattern);
+  }
+  return files;
+}
+
+Result<SourceFormat> DetectSourceFormat(const std::string& spec) {
+  PACKREC_ASSIGN_OR_RETURN(const std::vector<fs::path> files, ExpandSourceSpec(spec));
+  const fs::path& first = files.front();
+  std::error_code error;
+  if (files.size() == 1) {
+    if (fs::is_directory(first, error)) {
+      SourceFormat exported = SourceFormat::kAuto;
+      std::vector<fs::path> ignored;
+      if (ReadExportManifest(first, &exported, &ignored)) return exported;
+      if (fs::exists(first / "manifest.json", error) ||
+          fs::exists(first / "packrec-manifest.json", error)) {
+        return SourceFormat::kPackrec;
+      }
+      if (fs::exists(first / "index.json", error)) return SourceFormat::kMds;
+      if (fs::exists(first / "data.mdb", error)) {
+        // An LMDB without packrec's manifest: a Caffe database, or a packrec one (manifest key).
+        if (OpenDataset(first).ok()) return SourceFormat::kPackrec;
+        return SourceFormat::kCaffeLmdb;
+      }
+      return SourceFormat::kImageFolder;
+    }
+    if (!fs::is_regular_file(first, error)) {
+      return Status::InvalidInput("source " + first.string() +
+                                  " is not a directory or a regular file");
+    }
+  }
+  const std::string name = Lower(first.filename().string());
+  const std::vector<std::byte> head = Head(first, 512);
+  if (name.ends_with(".h5") || name.ends_with(".hdf5")) {
+    if (OpenDataset(first).ok()) return SourceFormat::kPackrec;
+  }
+  if (head.size() >= 262 && std::memcmp(head.data() + 257, "ustar", 5) == 0) {
+    return SourceFormat::kWebDataset;
+  }
+  if (name.ends_with(".tar") || name.ends_with(".tar.gz") || name.ends_with(".tgz") ||
+      name.ends_with(".tar.zst") || name.ends_with(".tar.xz") || name.ends_with(".tar.bz2")) {
+    return SourceFormat::kWebDataset;
+  }
+  if (head.size() >= 8 && LoadLE<std::uint32_t>(head.data()) == recordio::kMagic) {
+    return SourceFormat::kRecordIo;
+  }
+  if (tfrecord::LooksLikeFrameHeader(head)) return SourceFormat::kTfRecord;
+  if (name.ends_with(".rec")) return SourceFormat::kRecordIo;
+  if (name.ends_with(".tfrecord") || name.ends_with(".tfrecords") || name.ends_with(".tfr")) {
+    return SourceFormat::kTfRecord;
+  }
+  if (files.size() > 1) {
+    return Status::InvalidArgument("cannot tell what " + spec + " holds from " + first.string() +
+                                   "; pass --from");
+  }
+  return SourceFormat::kListFile;
+}
+
+Result<std::unique_ptr<RecordSource>> OpenRecordSource(const std::string& spec, SourceFormat format,
+                                                       const SourceOptions& options) {
+  PACKREC_ASSIGN_OR_RETURN(std::vector<fs::path> files, ExpandSourceSpec(spec));
+  SourceFormat exported = SourceFormat::kAuto;
+  std::vector<fs::path> exported_files;
+  std::error_code error;
+  if (files.size() == 1 && fs::is_directory(files.front(), error) &&
+      ReadExportManifest(files.front(), &exported, &exported_files) && exported == format) {
+    if (exported_files.empty()) {
+      return Status::NotFound(files.front().string() + " lists no data files");
+    }
+    files = std::move(exported_files);
+  }
+  const auto one = [&]() -> Result<fs::path> {
+    if (files.size() != 1) {
+      return Status::InvalidArgument("--from " + std::string(SourceFormatName(format)) +
+                                     " takes one path, " + spec + " names " +
+                                     std::to_string(files.size()));
+    }
+    return files.front();
+  };
+  switch (format) {
+    case SourceFormat::kWebDataset:
+      return wds::OpenWdsSource(std::move(files), options);
+    case SourceFormat::kTfRecord:
+      return tfrecord::OpenTfRecordSource(std::move(files), options);
+    case SourceFormat::kRecordIo:
+      return recordio::OpenRecordIoSource(std::move(files), options);
+    case SourceFormat::kMds: {
+      PACKREC_ASSIGN_OR_RETURN(const fs::path dir, one());
+      return mds::OpenMdsSource(dir, options);
+    }
+    case SourceFormat::kCaffeLmdb: {
+      PACKREC_ASSIGN_OR_RETURN(const fs::path path, one());
+      return lmdb::OpenCaffeLmdbSource(path, options);
+    }
+    case SourceFormat::kPackrec: {
+      PACKREC_ASSIGN_OR_RETURN(const fs::path path, one());
+      PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<Reader> reader, OpenDataset(path));
+      return std::unique_ptr<RecordSource>(new PackrecSource(path, std::move(reader)));
+    }
+    default:
+      return Status::InvalidArgument(std::string(SourceFormatName(format)) +
+                                     " is a listing of files, not a record source");
+  }
+}
+
+}  // namespace packrec

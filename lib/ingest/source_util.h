@@ -1,0 +1,54 @@
+// Small pieces every record source shares: labels written as text, class names gathered while
+// reading, where a record came from.
+#ifndef PACKREC_LIB_INGEST_SOURCE_UTIL_H_
+#define PACKREC_LIB_INGEST_SOURCE_UTIL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "packrec/source.h"
+
+namespace packrec {
+
+// A non-negative decimal integer below 2^32, surrounding whitespace allowed ("3", " 7\n"), or a
+// float with no fraction ("3.000000", as im2rec writes labels).
+bool ParseLabelText(std::string_view text, std::uint32_t* label);
+
+// "jpg", "png", "webp" from the first bytes, else "bin": for keys of sources that store none.
+std::string_view SniffImageExtension(std::span<const std::byte> bytes);
+
+// "FILE record N at byte B".
+std::string RecordOrigin(const std::filesystem::path& file, std::uint64_t record,
+                         std::uint64_t offset);
+
+// Class names seen beside labels. Complete() is the class list when every label from 0 to the
+// largest seen has exactly one name, else empty (a partial or contradictory map is no map).
+class ClassNameCollector {
+ public:
+  void Note(std::uint32_t label, std::string_view name);
+  std::vector<std::string> Complete() const;
+
+ private:
+  std::map<std::uint32_t, std::string> names_;
+  bool contradicted_ = false;
+};
+
+// The base of the sources that read a list of files.
+class FileListSource : public RecordSource {
+ public:
+  const std::vector<std::filesystem::path>& files() const override { return files_; }
+
+ protected:
+  explicit FileListSource(std::vector<std::filesystem::path> files) : files_(std::move(files)) {}
+  std::vector<std::filesystem::path> files_;
+};
+
+}  // namespace packrec
+
+#endif  // PACKREC_LIB_INGEST_SOURCE_UTIL_H_
