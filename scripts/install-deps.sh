@@ -6,7 +6,7 @@ packages=(
   g++ cmake make pkg-config git bc clang-format
   libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libopencv-imgproc-dev libstb-dev libzstd-dev libxxhash-dev
   libcli11-dev nlohmann-json3-dev doctest-dev
-  libarchive-dev libprotobuf-dev protobuf-compiler
+  libarchive-dev libprotobuf-dev protobuf-compiler zstd tar
   liblmdb-dev libhdf5-dev liburing-dev python3 python3-lmdb python3-h5py python3-protobuf python3-jsonschema
   # the Python bindings (python/), their tests, pip install . and examples/train_resnet.py
   pybind11-dev python3-dev python3-numpy python3-pytest python3-torch python3-torchvision python3-pil

@@ -1,0 +1,485 @@
+#!/usr/bin/env python3
+"""packrec against other tools' container formats, checked by writers and readers written here
+from the published framing, not from packrec's code.
+
+Usage: foreign_formats_check.py PACKREC_CLI WORK_DIR
+
+1. Independent writers build WebDataset tars (Python's tarfile), TFRecords (framing + masked
+   CRC-32C + a hand-encoded tf.Example), MXNet RecordIO (dmlc framing, im2rec's IRHeader, records
+   split at an aligned magic), MDS (index.json + shards, one zstd-compressed) and a Caffe LMDB
+   (python-lmdb + hand-encoded caffe.Datum, encoded and raw); packrec imports each and its
+   records must equal what was written.
+2. packrec exports (wds, tfrecord, recordio) are read by the independent readers here and by GNU
+   tar; tree -> X -> shard -> extract must equal the tree byte for byte.
+3. Damaged sources (flipped CRC, truncated tar member, bad magic) fail naming the file and byte
+   offset, and convert the rest under --on-error skip.
+Exit 77 (skipped) without python3-lmdb.
+"""
+import io
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tarfile
+
+try:
+    import lmdb
+except ImportError:
+    print("skipped: python3-lmdb is not installed")
+    sys.exit(77)
+
+cli, work = sys.argv[1], sys.argv[2]
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+
+
+def run(*args, ok=True):
+    result = subprocess.run([cli, *args], capture_output=True, text=True)
+    if ok and result.returncode != 0:
+        raise AssertionError(f"packrec {' '.join(args)} failed ({result.returncode}):\n"
+                             f"{result.stdout}{result.stderr}")
+    return result
+
+
+# --- CRC-32C (Castagnoli), bit by bit, and TFRecord's mask --------------------------------------
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def masked_crc(data):
+    crc = crc32c(data)
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+# RFC 3720, appendix B.4, and the common check value.
+assert crc32c(bytes(32)) == 0x8A9136AA
+assert crc32c(b"\xff" * 32) == 0x62A8AB43
+assert crc32c(bytes(range(32))) == 0x46DD794E
+assert crc32c(bytes(range(31, -1, -1))) == 0x113FDB5C
+assert crc32c(b"123456789") == 0xE3069283
+
+
+# --- protobuf wire format, by hand ----------------------------------------------------------------
+def varint(n):
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def field(number, wire, payload):
+    if wire == 0:
+        return varint(number << 3) + varint(payload)
+    return varint((number << 3) | 2) + varint(len(payload)) + payload
+
+
+def read_varint(data, pos):
+    shift = value = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, pos
+
+
+def fields_of(data):
+    """(number, wire, value) for each field; value is bytes for wire 2, int for wire 0."""
+    pos, out = 0, []
+    while pos < len(data):
+        tag, pos = read_varint(data, pos)
+        number, wire = tag >> 3, tag & 7
+        if wire == 0:
+            value, pos = read_varint(data, pos)
+        elif wire == 2:
+            size, pos = read_varint(data, pos)
+            value, pos = data[pos:pos + size], pos + size
+        else:
+            raise AssertionError(f"unexpected wire type {wire}")
+        out.append((number, wire, value))
+    return out
+
+
+def example(features):
+    """tf.Example: features (1) { map<string, Feature> feature = 1 }; Feature: bytes_list (1),
+    int64_list (3), each a repeated value = 1 (int64 packed)."""
+    entries = b""
+    for name, value in features.items():
+        if isinstance(value, int):
+            feature = field(3, 2, field(1, 2, varint(value)))  # Int64List, packed
+        else:
+            feature = field(1, 2, field(1, 2, value))  # BytesList
+        entries += field(1, 2, field(1, 2, name.encode()) + field(2, 2, feature))
+    return field(1, 2, entries)
+
+
+def parse_example(data):
+    features = {}
+    for number, _, value in fields_of(data):
+        assert number == 1
+        for entry_number, _, entry in fields_of(value):
+            assert entry_number == 1
+            name = feature = None
+            for n, _, v in fields_of(entry):
+                if n == 1:
+                    name = v.decode()
+                elif n == 2:
+                    feature = v
+            (kind, _, inner), = fields_of(feature)
+            values = [v for _, _, v in fields_of(inner)]
+            if kind == 3:
+                values = [read_varint(values[0], 0)[0]] if isinstance(values[0], bytes) else values
+            features[name] = values[0]
+    return features
+
+
+def tfrecord_frames(records):
+    out = b""
+    for data in records:
+        length = struct.pack("<Q", len(data))
+        out += length + struct.pack("<I", masked_crc(length)) + data
+        out += struct.pack("<I", masked_crc(data))
+    return out
+
+
+def read_tfrecord(path):
+    with open(path, "rb") as f:
+        blob = f.read()
+    pos, records = 0, []
+    while pos < len(blob):
+        length_bytes = blob[pos:pos + 8]
+        (length,), (length_crc,) = struct.unpack("<Q", length_bytes), struct.unpack_from(
+            "<I", blob, pos + 8)
+        assert length_crc == masked_crc(length_bytes), f"{path}: length CRC at {pos}"
+        data = blob[pos + 12:pos + 12 + length]
+        (data_crc,) = struct.unpack_from("<I", blob, pos + 12 + length)
+        assert data_crc == masked_crc(data), f"{path}: data CRC at {pos}"
+        records.append((pos, 16 + length, data))
+        pos += 16 + length
+    return records
+
+
+# --- RecordIO (dmlc-core), im2rec's image records -------------------------------------------------
+MAGIC = 0xCED7230A
+
+
+def recordio_record(data):
+    """dmlc RecordIOWriter::WriteRecord: split at 4-aligned magic, drop it, flags 1/2/3."""
+    magic, out, start, parts = struct.pack("<I", MAGIC), b"", 0, 0
+    for i in range(0, len(data) - len(data) % 4, 4):
+        if data[i:i + 4] == magic:
+            out += magic + struct.pack("<I", ((1 if parts == 0 else 2) << 29) | (i - start))
+            out += data[start:i]
+            start, parts = i + 4, parts + 1
+    rest = data[start:]
+    out += magic + struct.pack("<I", ((3 if parts else 0) << 29) | len(rest)) + rest
+    return out + b"\0" * ((4 - len(rest) % 4) % 4)
+
+
+def ir_pack(label, ident, image):
+    return struct.pack("<IfQQ", 0, float(label), ident, 0) + image
+
+
+def read_recordio(path):
+    with open(path, "rb") as f:
+        blob = f.read()
+    pos, records = 0, []
+    while pos < len(blob):
+        start, data = pos, b""
+        while True:
+            magic, lrec = struct.unpack_from("<II", blob, pos)
+            assert magic == MAGIC, f"{path}: bad magic at {pos}"
+            flag, length = lrec >> 29, lrec & ((1 << 29) - 1)
+            data += blob[pos + 8:pos + 8 + length]
+            pos += 8 + length + (4 - length % 4) % 4
+            if flag in (0, 3):
+                break
+            data += struct.pack("<I", MAGIC)
+        flag, label, ident, _ = struct.unpack_from("<IfQQ", data)
+        assert flag == 0
+        records.append((start, ident, label, data[24:]))
+    return records
+
+
+# --- the images: a tree made by packrec synth (real JPEGs) ----------------------------------------
+tree = os.path.join(work, "tree")
+run("synth", tree, "--classes", "3", "--per-class", "6", "--seed", "11")
+classes = sorted(os.listdir(tree))
+items = []  # (key, label, bytes)
+for label, name in enumerate(classes):
+    for file in sorted(os.listdir(os.path.join(tree, name))):
+        with open(os.path.join(tree, name, file), "rb") as f:
+            items.append((f"{name}/{file}", label, f.read()))
+# An image whose bytes hold RecordIO's magic at an aligned offset, so the record is split.
+spliced = bytearray(items[0][2])
+at = len(spliced) - 200
+at -= (24 + at) % 4  # 4-aligned within the record (after the 24-byte IRHeader)
+spliced[at:at + 4] = struct.pack("<I", MAGIC)  # inside the entropy data: still a JPEG to probe
+
+
+def check_import(source, expected, *flags, expect_classes=None):
+    dataset = source.rstrip("/") + ".pkr"
+    run("convert", "-q", source, dataset, *flags)
+    info = json.loads(run("info", dataset, "--json").stdout)
+    assert info["records"] == len(expected), (source, info["records"], len(expected))
+    if expect_classes is not None:
+        assert info["classes"] == expect_classes, (source, info["classes"])
+    labels = {}
+    verify = run("verify", dataset)
+    assert verify.returncode == 0
+    out = dataset + ".x"
+    run("extract", dataset, out)
+    for key, label, data in expected:
+        with open(os.path.join(out, key), "rb") as f:
+            assert f.read() == data, (source, key)
+        labels[key] = label
+    return dataset, labels
+
+
+# 1a. WebDataset tars written by tarfile, in two shards, read through a brace pattern.
+wds_dir = os.path.join(work, "wds")
+os.makedirs(wds_dir)
+for shard in range(2):
+    with tarfile.open(os.path.join(wds_dir, f"train-{shard:06d}.tar"), "w",
+                      format=tarfile.USTAR_FORMAT) as tar:
+        for i, (key, label, data) in enumerate(items[shard::2]):
+            stem = f"{classes[label]}/sample{shard}_{i:04d}"
+            for ext, payload in (("jpg", data), ("cls", str(label).encode())):
+                member = tarfile.TarInfo(f"{stem}.{ext}")
+                member.size = len(payload)
+                tar.addfile(member, io.BytesIO(payload))
+wds_expected = []
+for shard in range(2):
+    for i, (key, label, data) in enumerate(items[shard::2]):
+        wds_expected.append((f"{classes[label]}/sample{shard}_{i:04d}.jpg", label, data))
+check_import(os.path.join(wds_dir, "train-{000000..000001}.tar"), wds_expected)
+check_import(os.path.join(wds_dir, "train-*.tar"), wds_expected, "--from", "wds")
+
+# 1b. TFRecords with the ImageNet keys (and one file without image/filename).
+tf_dir = os.path.join(work, "tfrecord")
+os.makedirs(tf_dir)
+tf_records = [example({"image/encoded": data, "image/class/label": label,
+                       "image/filename": key.encode(),
+                       "image/class/text": classes[label].encode()})
+              for key, label, data in items]
+with open(os.path.join(tf_dir, "train-00000-of-00001"), "wb") as f:
+    f.write(tfrecord_frames(tf_records))
+dataset, _ = check_import(os.path.join(tf_dir, "train-00000-of-00001"), items,
+                          expect_classes=classes)
+
+# 1c. RecordIO as im2rec writes it (.rec + .idx + .lst), one record split at a magic.
+rec_dir = os.path.join(work, "recordio")
+os.makedirs(rec_dir)
+rec_items = [(items[0][0], items[0][1], bytes(spliced))] + items[1:]
+with open(os.path.join(rec_dir, "data.rec"), "wb") as rec, \
+        open(os.path.join(rec_dir, "data.idx"), "w") as idx, \
+        open(os.path.join(rec_dir, "data.lst"), "w") as lst:
+    for ident, (key, label, data) in enumerate(rec_items):
+        idx.write(f"{ident}\t{rec.tell()}\n")
+        lst.write(f"{ident}\t{label:f}\t{key}\n")
+        rec.write(recordio_record(ir_pack(label, ident, data)))
+with open(os.path.join(rec_dir, "data.rec"), "rb") as f:
+    assert f.read().count(struct.pack("<I", MAGIC)) == len(rec_items) + 1, "no record was split"
+check_import(os.path.join(rec_dir, "data.rec"), rec_items)
+
+# 1d. MDS: columns sorted by name, variable sizes in the sample header; shard 1 zstd-compressed.
+mds_dir = os.path.join(work, "mds")
+os.makedirs(mds_dir)
+columns = [("filename", "str", None), ("image", "jpeg", None), ("label", "int", 8)]
+shards = []
+for shard, chunk in enumerate((items[:10], items[10:])):
+    samples = []
+    for key, label, data in chunk:
+        body = key.encode() + data + struct.pack("<q", label)
+        samples.append(struct.pack("<II", len(key.encode()), len(data)) + body)
+    config = json.dumps({"format": "mds"}).encode()
+    head = 4 + 4 * (len(samples) + 1) + len(config)
+    offsets, at = [], head
+    for sample in samples:
+        offsets.append(at)
+        at += len(sample)
+    offsets.append(at)
+    blob = struct.pack("<I", len(samples)) + struct.pack(f"<{len(offsets)}I", *offsets) + config
+    blob += b"".join(samples)
+    raw_name = f"shard.{shard:05d}.mds"
+    entry = {"column_encodings": [c[1] for c in columns], "column_names": [c[0] for c in columns],
+             "column_sizes": [c[2] for c in columns], "format": "mds", "hashes": [],
+             "raw_data": {"basename": raw_name, "bytes": len(blob), "hashes": {}},
+             "samples": len(samples), "size_limit": 1 << 26, "version": 2,
+             "compression": None, "zip_data": None}
+    if shard == 1:
+        zipped = subprocess.run(["zstd", "-q", "-c", "-7"], input=blob, capture_output=True,
+                                check=True).stdout
+        with open(os.path.join(mds_dir, raw_name + ".zstd"), "wb") as f:
+            f.write(zipped)
+        entry["compression"] = "zstd:7"
+        entry["zip_data"] = {"basename": raw_name + ".zstd", "bytes": len(zipped), "hashes": {}}
+    else:
+        with open(os.path.join(mds_dir, raw_name), "wb") as f:
+            f.write(blob)
+    shards.append(entry)
+with open(os.path.join(mds_dir, "index.json"), "w") as f:
+    json.dump({"shards": shards, "version": 2}, f)
+check_import(mds_dir, items)
+
+# 1e. A Caffe LMDB as convert_imageset writes it: "%08d_" + path keys, Datum values, encoded;
+# plus one raw-pixel Datum (2 x 2 BGR planes) that must come back as a lossless PNG.
+caffe_dir = os.path.join(work, "caffe")
+env = lmdb.open(caffe_dir, map_size=1 << 26)
+with env.begin(write=True) as txn:
+    for i, (key, label, data) in enumerate(items):
+        datum = field(4, 2, data) + field(5, 0, label) + field(7, 0, 1)
+        txn.put(f"{i:08d}_{key}".encode(), datum)
+    planes = bytes([10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120])  # B, G, R planes
+    raw = field(1, 0, 3) + field(2, 0, 2) + field(3, 0, 2) + field(4, 2, planes) + field(5, 0, 1)
+    txn.put(f"{len(items):08d}_raw/pixels".encode(), raw)
+env.close()
+caffe_ds = os.path.join(work, "caffe.pkr")
+run("convert", "-q", caffe_dir, caffe_ds)
+run("extract", caffe_ds, caffe_ds + ".x")
+for key, label, data in items:
+    with open(os.path.join(caffe_ds + ".x", key), "rb") as f:
+        assert f.read() == data, key
+png = os.path.join(caffe_ds + ".x", "raw/pixels.png")
+from PIL import Image  # noqa: E402  (Debian python3-pil, a decoder we did not write)
+pixels = list(Image.open(png).convert("RGB").getdata())
+assert pixels == [(90, 50, 10), (100, 60, 20), (110, 70, 30), (120, 80, 40)], pixels
+
+# 2. Exports, read back by the readers above and by GNU tar; round trips equal the tree.
+for fmt in ("wds", "tfrecord", "recordio"):
+    out = os.path.join(work, f"export-{fmt}")
+    run("convert", "-q", tree, out, "--format", fmt, "--shard-size", "100000")
+    back = out + ".pkr"
+    run("convert", "-q", out, back)
+    run("extract", back, back + ".x")
+    diff = subprocess.run(["diff", "-r", tree, back + ".x"], capture_output=True, text=True)
+    assert diff.returncode == 0, f"{fmt} round trip differs:\n{diff.stdout}"
+    info = json.loads(run("info", back, "--json").stdout)
+    if fmt != "recordio":
+        assert info["classes"] == classes, (fmt, info["classes"])
+    files = sorted(os.listdir(out))
+    if fmt == "wds":
+        tars = [f for f in files if f.endswith(".tar")]
+        assert len(tars) > 1, files
+        seen = []
+        for name in tars:
+            listing = subprocess.run(["tar", "-tf", os.path.join(out, name)], capture_output=True,
+                                     text=True, check=True).stdout.split()
+            assert len(listing) % 3 == 0 and all(
+                m.split(".", 1)[1] in ("jpg", "cls", "json") for m in listing), listing
+            target = os.path.join(work, f"gnu-tar-{name}")
+            os.makedirs(target)
+            subprocess.run(["tar", "-xf", os.path.join(out, name), "-C", target], check=True)
+            for member in listing:
+                stem, ext = member.split(".", 1)
+                if ext == "json":
+                    with open(os.path.join(target, member)) as f:
+                        meta = json.load(f)
+                    with open(os.path.join(target, stem + ".jpg"), "rb") as f:
+                        image = f.read()
+                    with open(os.path.join(target, stem + ".cls")) as f:
+                        label = int(f.read())
+                    assert meta["label"] == label and meta["class"] == classes[label]
+                    seen.append((meta["key"], label, image))
+        assert sorted(seen) == sorted(items), "GNU tar extraction differs from the tree"
+    elif fmt == "tfrecord":
+        seen = []
+        for name in (f for f in files if f.endswith(".tfrecord")):
+            records = read_tfrecord(os.path.join(out, name))
+            with open(os.path.join(out, name[:-len(".tfrecord")] + ".idx")) as f:
+                index = [tuple(map(int, line.split())) for line in f]
+            assert index == [(offset, size) for offset, size, _ in records], name
+            for _, _, data in records:
+                features = parse_example(data)
+                assert features["image/format"] == b"jpeg"
+                assert features["image/class/text"].decode() == classes[
+                    features["image/class/label"]]
+                seen.append((features["image/filename"].decode(), features["image/class/label"],
+                             features["image/encoded"]))
+        assert seen == items, "the TFRecord export differs from the tree"
+    else:
+        seen = []
+        for name in (f for f in files if f.endswith(".rec")):
+            records = read_recordio(os.path.join(out, name))
+            stem = os.path.join(out, name[:-len(".rec")])
+            with open(stem + ".idx") as f:
+                index = [tuple(map(int, line.split("\t"))) for line in f]
+            assert index == [(ident, offset) for offset, ident, _, _ in records], name
+            with open(stem + ".lst") as f:
+                keys = {int(line.split("\t")[0]): line.rstrip("\n").split("\t")[2] for line in f}
+            for _, ident, label, image in records:
+                seen.append((keys[ident], int(label), image))
+        assert seen == items, "the RecordIO export differs from the tree"
+
+# 3. Damaged sources: named (file, byte offset), the rest converted under --on-error skip.
+def check_damaged(source, expect_in_error, expect_records, *flags):
+    failed = run("convert", "-q", source, source + ".bad.pkr", *flags, ok=False)
+    assert failed.returncode != 0, source
+    for text in expect_in_error:
+        assert text in failed.stderr, (text, failed.stderr)
+    assert not os.path.exists(source + ".bad.pkr"), "a failed import left output behind"
+    skipped = source + ".skip.pkr"
+    shutil.rmtree(skipped, ignore_errors=True)
+    run("convert", "-q", source, skipped, "--on-error", "skip", *flags)
+    info = json.loads(run("info", skipped, "--json").stdout)
+    assert info["records"] == expect_records, (source, info["records"], expect_records)
+    with open(os.path.join(skipped, "rejects.tsv")) as f:
+        return f.read()
+
+
+damaged = os.path.join(work, "damaged")
+os.makedirs(damaged)
+# TFRecord: flip a byte inside record 3's data -> its data CRC fails, the other 17 convert.
+frames = bytearray(tfrecord_frames(tf_records))
+offsets, pos = [], 0
+while pos < len(frames):
+    offsets.append(pos)
+    (length,) = struct.unpack_from("<Q", frames, pos)
+    pos += 16 + length
+frames[offsets[3] + 12 + 40] ^= 0x01
+bad_tf = os.path.join(damaged, "flipped.tfrecord")
+with open(bad_tf, "wb") as f:
+    f.write(frames)
+rejects = check_damaged(bad_tf, [bad_tf, f"record 3 at byte {offsets[3]}", "CRC"], len(items) - 1)
+assert f"record 3 at byte {offsets[3]}" in rejects, rejects
+# TFRecord: a damaged length CRC ends the file at that record (3 records before it convert).
+frames = bytearray(tfrecord_frames(tf_records))
+frames[offsets[3] + 8] ^= 0xFF
+with open(bad_tf, "wb") as f:
+    f.write(frames)
+check_damaged(bad_tf, ["length CRC"], 3)
+# WebDataset: a tar cut in the middle of a member's data.
+whole = os.path.join(wds_dir, "train-000000.tar")
+with open(whole, "rb") as f:
+    blob = f.read()
+with tarfile.open(whole) as tar:
+    members = tar.getmembers()
+cut_member = members[6]  # sample 3's jpg: samples 0-2 convert
+bad_tar = os.path.join(damaged, "truncated.tar")
+with open(bad_tar, "wb") as f:
+    f.write(blob[:cut_member.offset_data + cut_member.size // 2])
+check_damaged(bad_tar, [bad_tar, "sample 3", "truncated"], 3)
+# RecordIO: record 2's magic overwritten -> named, reading resumes at the next magic.
+with open(os.path.join(rec_dir, "data.idx")) as f:
+    rec_offsets = [int(line.split("\t")[1]) for line in f]
+with open(os.path.join(rec_dir, "data.rec"), "rb") as f:
+    blob = bytearray(f.read())
+blob[rec_offsets[2]:rec_offsets[2] + 4] = b"JUNK"
+bad_rec = os.path.join(damaged, "badmagic.rec")
+with open(bad_rec, "wb") as f:
+    f.write(blob)
+check_damaged(bad_rec, [bad_rec, f"at byte {rec_offsets[2]}", "bad magic"], len(items) - 1)
+
+print(f"foreign formats: 5 importers, 3 exporters, 4 damaged sources checked "
+      f"({len(items)} images)")

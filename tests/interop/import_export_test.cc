@@ -1,0 +1,254 @@
+// Import sources and export writers through the library: CRC-32C against published vectors,
+// source specs (globs, braces), detection, round trips through every export format, refusals.
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "core/crc32c.h"
+#include "core/file_io.h"
+#include "formats/shard_test_util.h"
+#include "packrec/convert.h"
+#include "packrec/reader.h"
+#include "packrec/source.h"
+#include "test_util.h"
+
+namespace packrec {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST_CASE("CRC-32C matches RFC 3720's test vectors and TFRecord's mask") {
+  std::vector<std::byte> zeros(32), ones(32, std::byte{0xff}), up(32), down(32);
+  for (int i = 0; i < 32; ++i) {
+    up[static_cast<std::size_t>(i)] = static_cast<std::byte>(i);
+    down[static_cast<std::size_t>(i)] = static_cast<std::byte>(31 - i);
+  }
+  CHECK(Crc32c(zeros) == 0x8a9136aau);
+  CHECK(Crc32c(ones) == 0x62a8ab43u);
+  CHECK(Crc32c(up) == 0x46dd794eu);
+  CHECK(Crc32c(down) == 0x113fdb5cu);
+  CHECK(Crc32c(AsBytes("123456789")) == 0xe3069283u);
+  // Extending in pieces equals one pass, at every split point (the hardware path's tail too).
+  const std::span<const std::byte> all(up);
+  for (std::size_t split = 0; split <= all.size(); ++split) {
+    CHECK(Crc32c(all.subspan(split), Crc32c(all.first(split))) == 0x46dd794eu);
+  }
+  CHECK(MaskCrc32c(0) == 0xa282ead8u);
+}
+
+TEST_CASE("source specs: paths, globs and brace ranges expand in order; misses are NotFound") {
+  test::TempDir dir;
+  for (const char* name : {"train-000000.tar", "train-000001.tar", "train-000002.tar", "x.txt"}) {
+    test::WriteText(dir / name, "x");
+  }
+  Result<std::vector<fs::path>> braces =
+      ExpandSourceSpec((dir / "train-{000000..000002}.tar").string());
+  REQUIRE(braces.ok());
+  REQUIRE(braces->size() == 3);
+  CHECK((*braces)[0] == dir / "train-000000.tar");
+  CHECK((*braces)[2] == dir / "train-000002.tar");
+  Result<std::vector<fs::path>> list =
+      ExpandSourceSpec((dir / "train-{000001,000002}.tar").string());
+  REQUIRE(list.ok());
+  CHECK(list->size() == 2);
+  Result<std::vector<fs::path>> glob = ExpandSourceSpec((dir / "train-*.tar").string());
+  REQUIRE(glob.ok());
+  CHECK(*glob == *braces);
+  Result<std::vector<fs::path>> missing =
+      ExpandSourceSpec((dir / "train-{000000..000003}.tar").string());
+  CHECK(missing.status().code() == StatusCode::kNotFound);
+  CHECK(missing.status().message().find("train-000003.tar") != std::string::npos);
+  CHECK(ExpandSourceSpec((dir / "none-*.tar").string()).status().code() == StatusCode::kNotFound);
+  CHECK(ExpandSourceSpec((dir / "train-{000000..").string()).status().code() ==
+        StatusCode::kInvalidArgument);
+  CHECK(ExpandSourceSpec((dir / "t{9..1}").string()).status().code() ==
+        StatusCode::kInvalidArgument);
+  CHECK(ParseSourceFormat("wds").value() == SourceFormat::kWebDataset);
+  CHECK(ParseSourceFormat("nope").status().message().find("caffe-lmdb") != std::string::npos);
+}
+
+TEST_CASE("every export format round-trips through an import: keys, labels, bytes, classes") {
+  test::TempDir dir;
+  const fs::path tree = dir / "tree";
+  test::SynthTree(tree, 3, 7);
+  ConvertOptions direct;
+  direct.source = tree;
+  direct.output = dir / "direct";
+  REQUIRE(Convert(direct).ok());
+  Result<std::unique_ptr<Reader>> expected = OpenDataset(dir / "direct");
+  REQUIRE(expected.ok());
+  for (const char* format : {"wds", "tfrecord", "recordio"}) {
+    CAPTURE(format);
+    ConvertOptions out;
+    out.source = tree;
+    out.output = dir / (std::string(format) + "-export");
+    out.writer.format = format;
+    out.writer.shard_size_bytes = 20000;  // several files
+    Result<ConvertStats> exported = Convert(out);
+    REQUIRE_MESSAGE(exported.ok(), exported.status().ToString());
+    CHECK(exported->records_written == 21);
+    CHECK(fs::exists(out.output / "packrec-export.json"));
+    for (const auto& entry : fs::directory_iterator(out.output)) {
+      CHECK(entry.path().extension() != ".tmp");
+    }
+    Result<SourceFormat> detected = DetectSourceFormat(out.output.string());
+    REQUIRE(detected.ok());
+    CHECK(SourceFormatName(*detected) == format);
+    ConvertOptions back;
+    back.source = out.output;
+    back.output = dir / (std::string(format) + "-back");
+    Result<ConvertStats> imported = Convert(back);
+    REQUIRE_MESSAGE(imported.ok(), imported.status().ToString());
+    Result<std::unique_ptr<Reader>> reader = OpenDataset(back.output);
+    REQUIRE(reader.ok());
+    REQUIRE((*reader)->size() == (*expected)->size());
+    if (std::string(format) != "recordio") {
+      CHECK((*reader)->info().classes == (*expected)->info().classes);
+    }
+    CHECK((*reader)->info().source_kind == format);
+    ReadScratch a, b;
+    for (std::uint64_t i = 0; i < (*reader)->size(); ++i) {
+      Result<RecordView> got = (*reader)->Read(i, a);
+      Result<RecordView> want = (*expected)->Read(i, b);
+      REQUIRE(got.ok());
+      REQUIRE(want.ok());
+      CHECK(got->key == want->key);
+      CHECK(got->label == want->label);
+      CHECK(
+          std::equal(got->bytes.begin(), got->bytes.end(), want->bytes.begin(), want->bytes.end()));
+    }
+  }
+}
+
+TEST_CASE("a packrec dataset imports into another packrec format, record for record") {
+  test::TempDir dir;
+  test::SynthTree(dir / "tree", 2, 5);
+  ConvertOptions first;
+  first.source = dir / "tree";
+  first.output = dir / "a.lmdb";
+  first.writer.format = "lmdb";
+  REQUIRE(Convert(first).ok());
+  ConvertOptions second;
+  second.source = dir / "a.lmdb";
+  second.output = dir / "b.h5";
+  second.writer.format = "hdf5";
+  Result<ConvertStats> stats = Convert(second);
+  REQUIRE_MESSAGE(stats.ok(), stats.status().ToString());
+  Result<std::unique_ptr<Reader>> a = OpenDataset(dir / "a.lmdb");
+  Result<std::unique_ptr<Reader>> b = OpenDataset(dir / "b.h5");
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK((*b)->info().classes == (*a)->info().classes);
+  REQUIRE((*b)->size() == (*a)->size());
+  ReadScratch sa, sb;
+  for (std::uint64_t i = 0; i < (*a)->size(); ++i) {
+    Result<RecordView> x = (*a)->Read(i, sa);
+    Result<RecordView> y = (*b)->Read(i, sb);
+    REQUIRE(x.ok());
+    REQUIRE(y.ok());
+    CHECK(x->key == y->key);
+    CHECK(std::equal(x->bytes.begin(), x->bytes.end(), y->bytes.begin(), y->bytes.end()));
+  }
+}
+
+TEST_CASE("imports refuse --shuffle and --part (they stream), naming why") {
+  test::TempDir dir;
+  test::SynthTree(dir / "tree", 2, 3);
+  ConvertOptions out;
+  out.source = dir / "tree";
+  out.output = dir / "wds";
+  out.writer.format = "wds";
+  REQUIRE(Convert(out).ok());
+  ConvertOptions shuffled;
+  shuffled.source = dir / "wds";
+  shuffled.output = dir / "s";
+  shuffled.shuffle_seed = 3;
+  Result<ConvertStats> refused = Convert(shuffled);
+  CHECK(refused.status().code() == StatusCode::kInvalidArgument);
+  CHECK(refused.status().message().find("--shuffle") != std::string::npos);
+  ConvertOptions part = shuffled;
+  part.shuffle_seed.reset();
+  part.part_count = 2;
+  CHECK(Convert(part).status().message().find("--part") != std::string::npos);
+  CHECK(!fs::exists(dir / "s"));
+}
+
+TEST_CASE("exports refuse what their format cannot carry, and leave nothing behind") {
+  test::TempDir dir;
+  SUBCASE("raw pixels (the hdf5 pixels layout) into wds") {
+    test::SynthTree(dir / "tree", 1, 2);
+    ConvertOptions pixels;
+    pixels.source = dir / "tree";
+    pixels.output = dir / "pixels.h5";
+    pixels.writer.format = "hdf5";
+    pixels.writer.hdf5_layout = Hdf5Layout::kPixels;
+    pixels.writer.pixel_height = pixels.writer.pixel_width = 16;
+    REQUIRE(Convert(pixels).ok());
+    ConvertOptions out;
+    out.source = dir / "pixels.h5";
+    out.output = dir / "wds";
+    out.writer.format = "wds";
+    Result<ConvertStats> refused = Convert(out);
+    CHECK(refused.status().code() == StatusCode::kInvalidArgument);
+    CHECK(refused.status().message().find("raw") != std::string::npos);
+    CHECK(!fs::exists(dir / "wds"));
+  }
+  SUBCASE("a key with a tab into recordio's .lst; a label float32 cannot hold") {
+    std::vector<test::TestRecord> records = test::MakeRecords(3);
+    records[1].key = "has\ttab.jpg";
+    test::WriteDataset(dir / "tabs", records);
+    ConvertOptions out;
+    out.source = dir / "tabs";
+    out.output = dir / "rec";
+    out.writer.format = "recordio";
+    Result<ConvertStats> refused = Convert(out);
+    CHECK(refused.status().message().find("record 1") != std::string::npos);
+    CHECK(refused.status().message().find("tab") != std::string::npos);
+    CHECK(!fs::exists(dir / "rec"));
+    records[1].key = "fine.jpg";
+    records[2].label = (1u << 24) + 1;
+    test::WriteDataset(dir / "labels", records);
+    out.source = dir / "labels";
+    refused = Convert(out);
+    CHECK(refused.status().message().find("float32") != std::string::npos);
+    CHECK(!fs::exists(dir / "rec"));
+  }
+}
+
+TEST_CASE("a TFRecord cut at every byte of its last frame: the records before it import") {
+  test::TempDir dir;
+  test::SynthTree(dir / "tree", 1, 3);
+  ConvertOptions out;
+  out.source = dir / "tree";
+  out.output = dir / "tf";
+  out.writer.format = "tfrecord";
+  REQUIRE(Convert(out).ok());
+  const fs::path file = dir / "tf" / "shard-000000.tfrecord";
+  const std::vector<std::byte> whole = test::ReadBytes(file);
+  std::ifstream index(dir / "tf" / "shard-000000.idx");
+  std::uint64_t offset = 0, size = 0, last = 0;
+  while (index >> offset >> size) last = offset;
+  int cuts = 0;
+  for (std::uint64_t cut = last + 1; cut < whole.size(); cut += 97) {
+    test::WriteBytes(dir / "cut.tfrecord",
+                     std::vector<std::byte>(whole.begin(), whole.begin() + static_cast<long>(cut)));
+    ConvertOptions in;
+    in.source = dir / "cut.tfrecord";
+    in.output = dir / "cut";
+    in.writer.overwrite = true;
+    Result<ConvertStats> failed = Convert(in);
+    CHECK(failed.status().code() == StatusCode::kInvalidInput);
+    CHECK(failed.status().message().find("at byte " + std::to_string(last)) != std::string::npos);
+    CHECK(failed.status().message().find("truncated") != std::string::npos);
+    in.on_error = OnError::kSkip;
+    Result<ConvertStats> skipped = Convert(in);
+    REQUIRE(skipped.ok());
+    CHECK(skipped->records_written == 2);
+    REQUIRE(skipped->rejects.size() == 1);
+    ++cuts;
+  }
+  CHECK(cuts > 5);
+}
+
+}  // namespace
+}  // namespace packrec
