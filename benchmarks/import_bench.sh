@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # Import throughput (issue 10): packrec convert from each foreign source into shards against
-# `cat` of the same source files (to /dev/null, and copied to a file + sync as a writing peer),
-# warm cache, RUNS rounds alternating, medians; and the converter's peak RSS at 1x and 4x the
-# images, to show it streams (RSS does not grow with the source).
-# Usage: benchmarks/import_bench.sh [BUILD_DIR] [IMAGES] [RUNS]
+# `cat` of the same source files to /dev/null and copied to a file beside the output (`cat >
+# FILE`: the least a converter must do, read and write the bytes), side by side, RUNS rounds
+# alternating, medians:
+# cold (the source's pages evicted with posix_fadvise(DONTNEED) before each read: the storage's
+# speed) and warm (page cache: memory bandwidth, where cat does nothing but copy). Sources live
+# in TMPDIR (the storage measured); outputs go to OUT_TMP (default /dev/shm) so the import's own
+# writes do not share that disk. Then the converter's peak anonymous memory (RssAnon, sampled
+# every 5 ms; file-backed mapped pages are page cache, not the converter's) at 1x and 4x the
+# images: a streaming import stays flat.
+# Usage: [TMPDIR=/data] [OUT_TMP=/dev/shm] benchmarks/import_bench.sh [BUILD_DIR] [IMAGES] [RUNS]
 set -euo pipefail
 build=${1:-build-release}
 images=${2:-4000}
@@ -12,7 +18,25 @@ packrec="$build/tools/packrec"
 [[ -x $packrec ]] || { echo "build first: $packrec missing" >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/packrec-import-bench.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+out_dir=$(mktemp -d "${OUT_TMP:-/dev/shm}/packrec-import-out.XXXXXX")
+trap 'rm -rf "$work" "$out_dir"' EXIT
+evict() { sync; /usr/bin/python3 -c '
+import os, sys
+for path in sys.argv[1:]:
+    fd = os.open(path, os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)
+' "$@"; }
+# Peak RssAnon (KiB) of a command, sampled from /proc every 5 ms.
+peak_anon() {
+  "$@" >/dev/null 2>&1 &
+  local pid=$! peak=0 now_kib
+  while kill -0 "$pid" 2>/dev/null; do
+    now_kib=$(awk '/^RssAnon/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
+    ((${now_kib:-0} > peak)) && peak=$now_kib
+    sleep 0.005
+  done
+  wait "$pid"
+  echo "$peak"
+}
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 now() { date +%s.%N; }
 
@@ -40,49 +64,54 @@ source_flags() { [[ $1 == caffe ]] && echo "--from caffe-lmdb" || true; }
 make_sources "$work/a" "$images"
 sources=(wds tfrecord recordio mds caffe)
 declare -A samples
+time_it() { local t0; t0=$(now); "$@" >/dev/null; echo "$(now) - $t0" | bc -l; }
+import_cmd() {  # SOURCE SET
+  local -a files
+  mapfile -t files < <(source_files "$1" "$work/$2")
+  rm -rf "$out_dir/out"
+  # shellcheck disable=SC2046
+  echo "$packrec" convert "$(dirname "${files[0]}")" "$out_dir/out" -q $(source_flags "$1")
+}
 for ((r = 0; r < runs; r++)); do
   for s in "${sources[@]}"; do
     mapfile -t files < <(source_files "$s" "$work/a")
-    cat "${files[@]}" >/dev/null  # warm
-    t0=$(now); cat "${files[@]}" >/dev/null; samples[$s.cat]+="$(echo "$(now) - $t0" | bc -l) "
-    rm -f "$work/copy"; sync
-    t0=$(now); cat "${files[@]}" >"$work/copy"; sync "$work/copy"
-    samples[$s.copy]+="$(echo "$(now) - $t0" | bc -l) "
-    rm -rf "$work/out"; sync
-    # shellcheck disable=SC2046
-    t0=$(now); "$packrec" convert "$work/a/$(basename "$(dirname "${files[0]}")")" "$work/out" \
-      -q $(source_flags "$s") >/dev/null
-    samples[$s.import]+="$(echo "$(now) - $t0" | bc -l) "
+    read -r -a import < <(import_cmd "$s" a)
+    evict "${files[@]}"; samples[$s.cat_cold]+="$(time_it cat "${files[@]}") "
+    evict "${files[@]}"; rm -f "$out_dir/copy"
+    samples[$s.copy_cold]+="$(time_it sh -c 'cat "$@" >"$0"' "$out_dir/copy" "${files[@]}") "
+    rm -f "$out_dir/copy"
+    evict "${files[@]}"; rm -rf "$out_dir/out"; samples[$s.import_cold]+="$(time_it "${import[@]}") "
+    cat "${files[@]}" >/dev/null
+    samples[$s.cat_warm]+="$(time_it cat "${files[@]}") "
+    rm -rf "$out_dir/out"; samples[$s.import_warm]+="$(time_it "${import[@]}") "
   done
 done
-rm -f "$work/copy"
 bytes_of() { du -cb "$@" | tail -1 | cut -f1; }
-echo "import throughput, $images images, warm cache, medians of $runs ($(nproc) cores)"
-printf '%-9s %9s %10s %10s %10s %9s %9s\n' source MB "cat MB/s" "copy MB/s" "import MB/s" "vs cat" "vs copy"
+med() { echo "${samples[$1]}" | tr ' ' '\n' | grep . | median; }
+echo "import throughput, $images images, medians of $runs ($(nproc) cores); sources in $work, outputs in $out_dir"
+printf '%-9s %7s | %9s %9s %11s %7s %7s | %9s %11s %7s\n' source MB "cold cat" "cold copy" \
+  "cold import" "/cat" "/copy" "warm cat" "warm import" "/cat"
 for s in "${sources[@]}"; do
   mapfile -t files < <(source_files "$s" "$work/a")
   mb=$(echo "$(bytes_of "${files[@]}") / 1000000" | bc -l)
-  cat_s=$(echo "${samples[$s.cat]}" | tr ' ' '\n' | grep . | median)
-  copy_s=$(echo "${samples[$s.copy]}" | tr ' ' '\n' | grep . | median)
-  import_s=$(echo "${samples[$s.import]}" | tr ' ' '\n' | grep . | median)
-  printf '%-9s %9.1f %10.0f %10.0f %10.0f %8.2fx %8.2fx\n' "$s" "$mb" \
-    "$(echo "$mb / $cat_s" | bc -l)" "$(echo "$mb / $copy_s" | bc -l)" \
-    "$(echo "$mb / $import_s" | bc -l)" "$(echo "$cat_s / $import_s" | bc -l)" \
-    "$(echo "$copy_s / $import_s" | bc -l)"
+  printf '%-9s %7.1f | %7.0f/s %7.0f/s %9.0f/s %6.2fx %6.2fx | %7.0f/s %9.0f/s %6.2fx   (MB/s)\n' \
+    "$s" "$mb" "$(echo "$mb / $(med "$s.cat_cold")" | bc -l)" \
+    "$(echo "$mb / $(med "$s.copy_cold")" | bc -l)" "$(echo "$mb / $(med "$s.import_cold")" | bc -l)" \
+    "$(echo "$(med "$s.cat_cold") / $(med "$s.import_cold")" | bc -l)" \
+    "$(echo "$(med "$s.copy_cold") / $(med "$s.import_cold")" | bc -l)" \
+    "$(echo "$mb / $(med "$s.cat_warm")" | bc -l)" "$(echo "$mb / $(med "$s.import_warm")" | bc -l)" \
+    "$(echo "$(med "$s.cat_warm") / $(med "$s.import_warm")" | bc -l)"
 done
 
-# Peak RSS: the same sources at 4x the images; a streaming import stays flat.
+# Peak memory: the same sources at 4x the images; a streaming import stays flat.
 make_sources "$work/b" $((images * 4))
 echo
-echo "peak RSS of packrec convert (KiB): $images vs $((images * 4)) images"
+echo "peak RssAnon of packrec convert (KiB): $images vs $((images * 4)) images"
 for s in "${sources[@]}"; do
   rss=()
   for set in a b; do
-    mapfile -t files < <(source_files "$s" "$work/$set")
-    rm -rf "$work/out"
-    # shellcheck disable=SC2046
-    rss+=("$(/usr/bin/time -f %M "$packrec" convert "$work/$set/$(basename "$(dirname "${files[0]}")")" \
-      "$work/out" -q $(source_flags "$s") 2>&1 >/dev/null | tail -1)")
+    read -r -a import < <(import_cmd "$s" "$set")
+    rss+=("$(peak_anon "${import[@]}")")
   done
   mb_b=$(echo "$(bytes_of $(source_files "$s" "$work/b")) / 1000000" | bc -l)
   printf '%-9s %9s %9s   (source of %.0f MB at 4x)\n' "$s" "${rss[0]}" "${rss[1]}" "$mb_b"

@@ -2,7 +2,8 @@
 # The main job on an embedded default: build packrec, make a synthetic ImageNet-like tree, convert
 # it to every format (packrec shards, LMDB, HDF5), read each back, verify every checksum and decode
 # every image, extract and compare byte for byte, print a table of size, conversion time and read
-# throughput per format, read each from Python (packrec.open, packrec.Loader), then run
+# throughput per format, export to WebDataset/TFRecord/RecordIO and import each back, read each
+# from Python (packrec.open, packrec.Loader), then run
 # `packrec bench --quick` over the tree and the three datasets (storage probe, access patterns,
 # loader stages, bottleneck and recommendation).
 #   scripts/demo.sh [WORK_DIR]     (default: ./out/demo)
@@ -48,6 +49,16 @@ for format in shard lmdb hdf5; do
   printf '%-7s %10s %12.2f %18s\n' "$format" "${size[$format]}" "${convert_s[$format]}" \
     "${read_mbs[$format]}"
 done
+
+step "interop: export to WebDataset, TFRecord, RecordIO; import each back; compare with the tree"
+for format in wds tfrecord recordio; do
+  $packrec convert "$work/tree" "$work/export.$format" --format "$format" --shard-size 16MiB -q
+  $packrec convert "$work/export.$format" "$work/imported.$format" -q
+  $packrec extract "$work/imported.$format" "$work/reimported.$format" >/dev/null
+  diff -r "$work/tree" "$work/reimported.$format"
+  echo "$format: $(ls "$work/export.$format" | tr '\n' ' ')-> byte-identical after import"
+done
+tar -tf "$work/export.wds/shard-000000.tar" | head -3 | sed 's/^/  GNU tar lists: /'
 
 step "from Python: packrec.open and packrec.Loader over every format (torch tensors, no copy)"
 PYTHONPATH=build-release/python /usr/bin/python3 - "$work" <<'PY'

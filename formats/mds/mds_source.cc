@@ -122,7 +122,9 @@ class MdsSource final : public RecordSource {
       }
       if (sample_ == samples_) {
         loaded_ = false;
-        data_.clear();
+        data_ = {};
+        mapped_ = MappedFile();
+        decompressed_ = {};
         ++shard_index_;
         continue;
       }
@@ -145,10 +147,15 @@ class MdsSource final : public RecordSource {
   // Reads, decompresses and checks one shard's sample table.
   Status LoadShard() {
     const Shard& shard = shards_[shard_index_];
-    PACKREC_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, ReadWholeFile(files_[shard_index_]));
+    // Raw shards are mapped, not copied: a 64 MiB copy costs more than the import's own work.
+    PACKREC_ASSIGN_OR_RETURN(mapped_, MappedFile::Open(files_[shard_index_]));
+    mapped_.AdviseWillNeed();  // MDS shards are small (64 MiB by default): ask for all of it
+    std::span<const std::byte> bytes = mapped_.bytes();
     if (shard.zstd) {
-      PACKREC_ASSIGN_OR_RETURN(
-          bytes, DecompressZstdFrames(bytes, kMaxShardBytes, files_[shard_index_].string()));
+      PACKREC_ASSIGN_OR_RETURN(decompressed_, DecompressZstdFrames(bytes, kMaxShardBytes,
+                                                                   files_[shard_index_].string()));
+      mapped_ = MappedFile();
+      bytes = decompressed_;
     }
     if (bytes.size() < 4) {
       return Status::Truncated("shard of " + std::to_string(bytes.size()) +
@@ -175,7 +182,7 @@ class MdsSource final : public RecordSource {
       }
       previous = offset;
     }
-    data_ = std::move(bytes);
+    data_ = bytes;
     samples_ = count;
     sample_ = 0;
     loaded_ = true;
@@ -304,7 +311,9 @@ class MdsSource final : public RecordSource {
   std::uint64_t total_ = 0;
   std::size_t shard_index_ = 0;
   bool loaded_ = false;
-  std::vector<std::byte> data_;
+  MappedFile mapped_;
+  std::vector<std::byte> decompressed_;
+  std::span<const std::byte> data_;  // the loaded shard: in mapped_ or decompressed_
   std::uint64_t samples_ = 0;
   std::uint64_t sample_ = 0;
 };

@@ -49,6 +49,7 @@ class RecordIoSource final : public FileListSource {
         PACKREC_ASSIGN_OR_RETURN(file_, RandomAccessFile::Open(files_[file_index_]));
         PACKREC_ASSIGN_OR_RETURN(size_, file_->RegularFileSize());
         file_->AdviseSequential(0, size_);
+        read_ahead_.Reset();
         position_ = 0;
         number_ = 0;
         resync_ = false;
@@ -60,6 +61,7 @@ class RecordIoSource final : public FileListSource {
         ++file_index_;
         continue;
       }
+      read_ahead_.At(*file_, position_, size_);
       record = SourceRecord{};
       record.origin = RecordOrigin(files_[file_index_], number_++, position_);
       record.status = ReadRecord(record);
@@ -186,6 +188,7 @@ class RecordIoSource final : public FileListSource {
   std::uint64_t position_ = 0;
   std::uint64_t number_ = 0;
   bool resync_ = false;
+  ReadAhead read_ahead_;
   std::unordered_map<std::uint64_t, std::string> keys_;
 };
 

@@ -52,6 +52,7 @@ class TfRecordSource final : public FileListSource {
         PACKREC_ASSIGN_OR_RETURN(file_, RandomAccessFile::Open(files_[file_index_]));
         PACKREC_ASSIGN_OR_RETURN(size_, file_->RegularFileSize());
         file_->AdviseSequential(0, size_);
+        read_ahead_.Reset();
         position_ = 0;
         number_ = 0;
       }
@@ -59,6 +60,7 @@ class TfRecordSource final : public FileListSource {
         EndFile();
         continue;
       }
+      read_ahead_.At(*file_, position_, size_);
       ReadFrame(record);
       return true;
     }
@@ -179,6 +181,7 @@ class TfRecordSource final : public FileListSource {
   std::uint64_t position_ = 0;
   std::uint64_t number_ = 0;
   std::vector<std::byte> buffer_;
+  ReadAhead read_ahead_;
   tensorflow::Example example_;
   ClassNameCollector class_names_;
 };

@@ -5,11 +5,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <deque>
 #include <optional>
 
+#include "core/file_io.h"
 #include "ingest/source_util.h"
 #include "wds/wds_format.h"
 
@@ -84,7 +91,20 @@ class WdsSource final : public FileListSource {
     archive_read_support_format_tar(archive_);
     archive_read_support_filter_all(archive_);  // .tar.gz, .tar.zst, ... as well
     const fs::path& file = files_[file_index_];
-    if (archive_read_open_filename(archive_, file.c_str(), 1 << 20) != ARCHIVE_OK) {
+    fd_ = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) {
+      const int error = errno;
+      CloseArchive();
+      return ErrnoStatus("open", file, error);
+    }
+    struct stat st {};
+    file_size_ = ::fstat(fd_, &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+    read_position_ = 0;
+    read_ahead_.Reset();
+    ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+    // Our own read callback, so the kernel is kept reading ahead (ReadAhead) on cold storage.
+    if (archive_read_open(archive_, this, nullptr, &WdsSource::ReadCallback, nullptr) !=
+        ARCHIVE_OK) {
       const std::string message = archive_error_string(archive_) != nullptr
                                       ? archive_error_string(archive_)
                                       : "cannot open";
@@ -98,6 +118,33 @@ class WdsSource final : public FileListSource {
   void CloseArchive() {
     if (archive_ != nullptr) archive_read_free(archive_);
     archive_ = nullptr;
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ public:
+  // What ReadAhead calls.
+  void AdviseWillNeed(std::uint64_t offset, std::uint64_t length) const {
+    ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(length),
+                    POSIX_FADV_WILLNEED);
+  }
+
+ private:
+  static la_ssize_t ReadCallback(archive* a, void* self, const void** buffer) {
+    auto* source = static_cast<WdsSource*>(self);
+    source->read_ahead_.At(*source, source->read_position_, source->file_size_);
+    for (;;) {
+      const ssize_t got =
+          ::read(source->fd_, source->read_buffer_.data(), source->read_buffer_.size());
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) {
+        archive_set_error(a, errno, "read failed: %s", std::strerror(errno));
+        return -1;
+      }
+      source->read_position_ += static_cast<std::uint64_t>(got);
+      *buffer = source->read_buffer_.data();
+      return got;
+    }
   }
 
   // The current tar cannot be read further: what came before is delivered, the sample being read
@@ -259,6 +306,11 @@ class WdsSource final : public FileListSource {
 
   SourceOptions options_;
   archive* archive_ = nullptr;
+  int fd_ = -1;
+  std::uint64_t file_size_ = 0;
+  std::uint64_t read_position_ = 0;
+  std::vector<std::byte> read_buffer_ = std::vector<std::byte>(1 << 20);
+  ReadAhead read_ahead_;
   std::size_t file_index_ = 0;
   std::uint64_t samples_in_file_ = 0;
   std::optional<Sample> pending_;

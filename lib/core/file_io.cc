@@ -180,6 +180,15 @@ void RandomAccessFile::AdviseSequential(std::uint64_t offset, std::uint64_t leng
                   POSIX_FADV_SEQUENTIAL);
 }
 
+void RandomAccessFile::AdviseWillNeed(std::uint64_t offset, std::uint64_t length) const {
+  ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(length),
+                  POSIX_FADV_WILLNEED);  // a hint, as above
+}
+
+void MappedFile::AdviseWillNeed() const {
+  if (data_ != nullptr) ::madvise(const_cast<std::byte*>(data_), size_, MADV_WILLNEED);
+}
+
 Result<MappedFile> MappedFile::Open(const std::filesystem::path& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus("open", path, errno);

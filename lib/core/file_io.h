@@ -82,6 +82,8 @@ class RandomAccessFile {
   Status ReadExact(std::uint64_t offset, std::span<std::byte> out) const;
   // Hint that [offset, offset + length) will be read soon and in order.
   void AdviseSequential(std::uint64_t offset, std::uint64_t length) const;
+  // Asks the kernel to start reading [offset, offset + length) now, without waiting for it.
+  void AdviseWillNeed(std::uint64_t offset, std::uint64_t length) const;
 
  private:
   RandomAccessFile(std::filesystem::path path, int fd) : path_(std::move(path)), fd_(fd) {}
@@ -102,6 +104,8 @@ class MappedFile {
 
   std::span<const std::byte> bytes() const { return {data_, size_}; }
   std::size_t size() const { return size_; }
+  // Starts reading the whole mapping in the background (a hint).
+  void AdviseWillNeed() const;
 
  private:
   const std::byte* data_ = nullptr;

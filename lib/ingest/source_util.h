@@ -3,6 +3,7 @@
 #ifndef PACKREC_LIB_INGEST_SOURCE_UTIL_H_
 #define PACKREC_LIB_INGEST_SOURCE_UTIL_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -37,6 +38,25 @@ class ClassNameCollector {
  private:
   std::map<std::uint32_t, std::string> names_;
   bool contradicted_ = false;
+};
+
+// Keeps the kernel reading ahead of a sequential reader: the next kWindow bytes are requested
+// (POSIX_FADV_WILLNEED) whenever the reader passes the middle of what was requested, so a cold
+// source streams at the storage's speed instead of waiting on each record's read.
+class ReadAhead {
+ public:
+  static constexpr std::uint64_t kWindow = 32ull << 20;
+  void Reset() { requested_end_ = 0; }
+  template <typename File>
+  void At(const File& file, std::uint64_t position, std::uint64_t size) {
+    if (position + kWindow / 2 < requested_end_ || requested_end_ >= size) return;
+    const std::uint64_t from = std::max(position, requested_end_);
+    requested_end_ = std::min(size, position + kWindow);
+    if (requested_end_ > from) file.AdviseWillNeed(from, requested_end_ - from);
+  }
+
+ private:
+  std::uint64_t requested_end_ = 0;
 };
 
 // The base of the sources that read a list of files.

@@ -83,10 +83,16 @@ def _print_progress(state):
 def convert(source, output, format="shard", *, shard_size="256MiB", align=64, compress=None,
             threads=0, shuffle=False, seed=None, on_error="fail", list_format="auto", root=None,
             resize_short=0, quality=0, overwrite=False, lmdb_values="packrec", map_size=0,
-            hdf5_layout="encoded", size=None, progress=None, part=None):
-    """Packs an image folder (SRC/<class>/<file>) or a list file into a dataset; `packrec convert`.
+            hdf5_layout="encoded", size=None, progress=None, part=None, from_="auto",
+            image_field=None, label_field=None, key_field=None, caffe_raw="png"):
+    """Packs an image folder (SRC/<class>/<file>), a list file, or another tool's container
+    (WebDataset tars, a glob or brace pattern of them, TFRecord, RecordIO, MDS, a Caffe LMDB, a
+    packrec dataset) into a dataset; `packrec convert`.
 
-    format: "shard", "lmdb" or "hdf5". The other options are the CLI's flags (docs/cli.md):
+    format: "shard", "lmdb" or "hdf5", or the exports "wds", "tfrecord", "recordio".
+    from_: what source is ("auto" detects it; "folder", "list", "wds", "tfrecord", "recordio",
+    "mds", "caffe-lmdb", "packrec"); image_field / label_field / key_field name the feature,
+    column or member to read; caffe_raw: "png" or "raw" (docs/interop.md). The other options are the CLI's flags (docs/cli.md):
     shard_size ("256MiB" or bytes), align, compress ("zstd", "zstd:9", "deflate:4"), threads,
     shuffle / seed, on_error ("fail" or "skip": rejects listed in OUT/rejects.tsv), list_format,
     root, resize_short, quality, overwrite, lmdb_values ("packrec" or "caffe-datum"), map_size,
@@ -102,7 +108,10 @@ def convert(source, output, format="shard", *, shard_size="256MiB", align=64, co
     Returns {records_written, input_bytes, output_bytes, rejects: [(path, reason)],
     empty_classes, elapsed_seconds}.
     """
-    _choice("format", format, ("shard", "lmdb", "hdf5"))
+    _choice("format", format, ("shard", "lmdb", "hdf5", "wds", "tfrecord", "recordio"))
+    _choice("from_", from_, ("auto", "folder", "list", "wds", "tfrecord", "recordio", "mds",
+                             "caffe-lmdb", "packrec"))
+    _choice("caffe_raw", caffe_raw, ("png", "raw"))
     _choice("on_error", on_error, ("fail", "skip"))
     _choice("list_format", list_format, ("auto", "caffe", "mxnet"))
     _choice("lmdb_values", lmdb_values, ("packrec", "caffe-datum"))
@@ -121,7 +130,10 @@ def convert(source, output, format="shard", *, shard_size="256MiB", align=64, co
                     int(align), codec, level, int(threads), shuffle_seed, on_error, list_format,
                     os.fspath(root) if root is not None else "", int(resize_short), int(quality),
                     bool(overwrite), lmdb_values, _size_bytes("map_size", map_size), hdf5_layout,
-                    size, part, progress)
+                    size, part,
+                    {"from": from_, "image_field": image_field or "", "label_field": label_field or "",
+                     "key_field": key_field or "", "caffe_raw": caffe_raw},
+                    progress)
 
 
 def merge(output, parts, *, overwrite=False, remove_parts=False):

@@ -2,12 +2,14 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
+#include <map>
 #include <optional>
 #include <string>
 
 #include "bindings.h"
 #include "packrec/convert.h"
 #include "packrec/merge.h"
+#include "packrec/source.h"
 
 namespace packrec::python {
 namespace {
@@ -33,6 +35,8 @@ struct ConvertArguments {
   std::string hdf5_layout;                                            // encoded | pixels
   std::optional<std::pair<std::uint32_t, std::uint32_t>> pixel_size;  // (height, width)
   std::optional<std::pair<std::uint32_t, std::uint32_t>> part;        // (index, count)
+  // Imports: from, image_field, label_field, key_field, caffe_raw (names checked in Python).
+  std::map<std::string, std::string> import_options;
 };
 
 // Option names are checked in Python (packrec/__init__.py); the library checks the values.
@@ -58,6 +62,19 @@ ConvertOptions ToOptions(const ConvertArguments& args) {
     options.writer.pixel_width = args.pixel_size->second;
   }
   options.threads = args.threads;
+  const auto import_option = [&](const char* name) {
+    const auto it = args.import_options.find(name);
+    return it == args.import_options.end() ? std::string() : it->second;
+  };
+  if (const std::string from = import_option("from"); !from.empty()) {
+    Result<SourceFormat> format = ParseSourceFormat(from);
+    if (format.ok()) options.from = *format;
+  }
+  options.source_options.image_field = import_option("image_field");
+  options.source_options.label_field = import_option("label_field");
+  options.source_options.key_field = import_option("key_field");
+  options.source_options.raw_pixels =
+      import_option("caffe_raw") == "raw" ? RawPixels::kRaw : RawPixels::kPng;
   options.shuffle_seed = args.shuffle_seed;
   options.on_error = args.on_error == "skip" ? OnError::kSkip : OnError::kFail;
   options.list_kind = args.list_format == "caffe"   ? ListFileKind::kCaffe
@@ -130,7 +147,8 @@ void BindConvert(py::module_& module) {
          std::string list_root, std::uint32_t resize_short, int quality, bool overwrite,
          std::string lmdb_values, std::uint64_t map_size, std::string hdf5_layout,
          std::optional<std::pair<std::uint32_t, std::uint32_t>> pixel_size,
-         std::optional<std::pair<std::uint32_t, std::uint32_t>> part, const py::object& progress) {
+         std::optional<std::pair<std::uint32_t, std::uint32_t>> part,
+         std::map<std::string, std::string> import_options, const py::object& progress) {
         return RunConvert({std::move(source),
                            std::move(output),
                            std::move(format),
@@ -150,7 +168,8 @@ void BindConvert(py::module_& module) {
                            map_size,
                            std::move(hdf5_layout),
                            pixel_size,
-                           part},
+                           part,
+                           std::move(import_options)},
                           progress);
       },
       "Use packrec.convert");

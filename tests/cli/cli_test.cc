@@ -178,7 +178,7 @@ TEST_CASE("cli: every valued flag refuses bad values by name, exit 2, and create
       {"convert " + Quote(dir / "tree") + " " + Quote(dir / "out"),
        {"--format", "--shard-size", "--align", "--compress", "--map-size", "--lmdb-values",
         "--hdf5-layout", "--size", "--commit-records", "--threads", "--seed", "--on-error",
-        "--list-format", "--resize-short", "--quality", "--part"},
+        "--list-format", "--resize-short", "--quality", "--part", "--from", "--caffe-raw"},
        {}},
       {"bench " + Quote(dir / "ds") + " --scratch " + Quote(dir / "out"),
        {"--readers", "--queue-depth", "--threads", "--batch", "--prefetch", "--size",
