@@ -481,5 +481,34 @@ with open(bad_rec, "wb") as f:
     f.write(blob)
 check_damaged(bad_rec, [bad_rec, f"at byte {rec_offsets[2]}", "bad magic"], len(items) - 1)
 
-print(f"foreign formats: 5 importers, 3 exporters, 4 damaged sources checked "
+# MDS: shard 0 cut short (its sample table points past the end) -> that shard is one reject
+# naming it; shard 1 (zstd) converts. Then a sample whose column size runs past its end.
+bad_mds = os.path.join(damaged, "mds")
+shutil.copytree(mds_dir, bad_mds)
+shard0 = os.path.join(bad_mds, "shard.00000.mds")
+with open(shard0, "rb") as f:
+    blob = bytearray(f.read())
+with open(shard0, "wb") as f:
+    f.write(blob[:len(blob) - 100])
+rejects = check_damaged(bad_mds, [shard0, "past the end"], len(items) - 10)
+(first,) = struct.unpack_from("<I", blob, 4)
+struct.pack_into("<I", blob, first + 4, 1 << 30)  # sample 0's image size: far past its end
+with open(shard0, "wb") as f:
+    f.write(blob)
+rejects = check_damaged(bad_mds, [f"{shard0} record 0 at byte {first}", "runs past"],
+                        len(items) - 1)
+# Caffe LMDB: one value that is not a Datum (a truncated length-delimited field) -> that entry.
+bad_caffe = os.path.join(damaged, "caffe")
+env = lmdb.open(bad_caffe, map_size=1 << 26)
+with env.begin(write=True) as txn:
+    for i, (key, label, data) in enumerate(items):
+        datum = field(4, 2, data) + field(5, 0, label) + field(7, 0, 1)
+        if i == 4:
+            datum = datum[:50]
+        txn.put(f"{i:08d}_{key}".encode(), datum)
+env.close()
+check_damaged(bad_caffe, [f"entry 4 (key 00000004_{items[4][0]})", "not a caffe.Datum"],
+              len(items) - 1)
+
+print(f"foreign formats: 5 importers, 3 exporters, 7 damaged sources checked "
       f"({len(items)} images)")
