@@ -44,26 +44,21 @@ class RecordIoSource final : public FileListSource {
 
   Result<bool> Next(SourceRecord& record) override {
     for (;;) {
-      if (!file_) {
+      if (!in_.is_open()) {
         if (file_index_ == files_.size()) return false;
-        PACKREC_ASSIGN_OR_RETURN(file_, RandomAccessFile::Open(files_[file_index_]));
-        PACKREC_ASSIGN_OR_RETURN(size_, file_->RegularFileSize());
-        file_->AdviseSequential(0, size_);
-        read_ahead_.Reset();
-        position_ = 0;
-        number_ = 0;
+        PACKREC_RETURN_IF_ERROR(in_.Open(files_[file_index_]));
         resync_ = false;
         keys_ = ReadKeys(files_[file_index_]);
       }
       if (resync_) PACKREC_RETURN_IF_ERROR(Resync());
-      if (position_ >= size_) {
-        file_.reset();
+      if (in_.position >= in_.size) {
+        in_.Close();
         ++file_index_;
         continue;
       }
-      read_ahead_.At(*file_, position_, size_);
+      in_.Prefetch();
       record = SourceRecord{};
-      record.origin = RecordOrigin(files_[file_index_], number_++, position_);
+      record.origin = RecordOrigin(files_[file_index_], in_.number++, in_.position);
       record.status = ReadRecord(record);
       return true;
     }
@@ -77,37 +72,37 @@ class RecordIoSource final : public FileListSource {
   Status Resync() {
     resync_ = false;
     std::vector<std::byte> window(1 << 20);
-    std::uint64_t at = (position_ + 4) & ~std::uint64_t{3};
-    while (at + 8 <= size_) {
+    std::uint64_t at = (in_.position + 4) & ~std::uint64_t{3};
+    while (at + 8 <= in_.size) {
       const std::size_t length =
-          static_cast<std::size_t>(std::min<std::uint64_t>(window.size(), size_ - at));
-      PACKREC_RETURN_IF_ERROR(file_->ReadExact(at, std::span(window).first(length)));
+          static_cast<std::size_t>(std::min<std::uint64_t>(window.size(), in_.size - at));
+      PACKREC_RETURN_IF_ERROR(in_.file->ReadExact(at, std::span(window).first(length)));
       for (std::size_t i = 0; i + 8 <= length; i += 4) {
         if (LoadLE<std::uint32_t>(window.data() + i) == kMagic &&
             (LoadLE<std::uint32_t>(window.data() + i + 4) >> 29) <= 1) {
-          position_ = at + i;
+          in_.position = at + i;
           return Status::OK();
         }
       }
       at += length > 8 ? (length - 4) & ~std::size_t{3} : length;
     }
-    position_ = size_;
+    in_.position = in_.size;
     return Status::OK();
   }
 
-  // Reads one part at position_: its flag and bytes appended to `out`.
+  // Reads one part at in_.position: its flag and bytes appended to `out`.
   Status ReadPart(std::uint32_t* flag, std::vector<std::byte>& out) {
-    const std::uint64_t left = size_ - position_;
+    const std::uint64_t left = in_.size - in_.position;
     std::array<std::byte, 8> header{};
     if (left < header.size()) {
-      position_ = size_;
+      in_.position = in_.size;
       return Status::Truncated("truncated part header (expected 8 bytes, got " +
                                std::to_string(left) + ")");
     }
-    PACKREC_RETURN_IF_ERROR(file_->ReadExact(position_, header));
+    PACKREC_RETURN_IF_ERROR(in_.file->ReadExact(in_.position, header));
     if (LoadLE<std::uint32_t>(header.data()) != kMagic) {
       resync_ = true;
-      return Status::Corruption("bad magic at byte " + std::to_string(position_) +
+      return Status::Corruption("bad magic at byte " + std::to_string(in_.position) +
                                 "; reading resumes at the next record magic");
     }
     const std::uint32_t lrecord = LoadLE<std::uint32_t>(header.data() + 4);
@@ -115,15 +110,15 @@ class RecordIoSource final : public FileListSource {
     const std::uint64_t length = lrecord & kMaxPartLength;
     const std::uint64_t padded = (length + 3) & ~std::uint64_t{3};
     if (padded > left - header.size()) {
-      position_ = size_;
+      in_.position = in_.size;
       return Status::Truncated("truncated record (expected " + std::to_string(8 + padded) +
                                " bytes, got " + std::to_string(left) + ")");
     }
     const std::size_t before = out.size();
     out.resize(before + static_cast<std::size_t>(length));
-    PACKREC_RETURN_IF_ERROR(file_->ReadExact(
-        position_ + 8, std::span(out).subspan(before, static_cast<std::size_t>(length))));
-    position_ += 8 + padded;
+    PACKREC_RETURN_IF_ERROR(in_.file->ReadExact(
+        in_.position + 8, std::span(out).subspan(before, static_cast<std::size_t>(length))));
+    in_.position += 8 + padded;
     return Status::OK();
   }
 
@@ -183,12 +178,8 @@ class RecordIoSource final : public FileListSource {
 
   SourceOptions options_;
   std::size_t file_index_ = 0;
-  std::unique_ptr<RandomAccessFile> file_;
-  std::uint64_t size_ = 0;
-  std::uint64_t position_ = 0;
-  std::uint64_t number_ = 0;
+  SequentialFile in_;
   bool resync_ = false;
-  ReadAhead read_ahead_;
   std::unordered_map<std::uint64_t, std::string> keys_;
 };
 

@@ -23,11 +23,10 @@ class RecordIoWriter final : public ExportWriter {
 
  private:
   Status StartFile(std::uint32_t file_number) override {
-    char name[32];
-    std::snprintf(name, sizeof name, "shard-%06u", file_number);
-    PACKREC_ASSIGN_OR_RETURN(rec_, ExportFile::Create(dir(), std::string(name) + ".rec"));
-    PACKREC_ASSIGN_OR_RETURN(idx_, ExportFile::Create(dir(), std::string(name) + ".idx"));
-    PACKREC_ASSIGN_OR_RETURN(lst_, ExportFile::Create(dir(), std::string(name) + ".lst"));
+    const std::string name = ExportFileName(file_number, "");
+    PACKREC_ASSIGN_OR_RETURN(rec_, ExportFile::Create(dir(), name + ".rec"));
+    PACKREC_ASSIGN_OR_RETURN(idx_, ExportFile::Create(dir(), name + ".idx"));
+    PACKREC_ASSIGN_OR_RETURN(lst_, ExportFile::Create(dir(), name + ".lst"));
     return Status::OK();
   }
 
@@ -119,9 +118,7 @@ class RecordIoWriter final : public ExportWriter {
 
 Result<std::unique_ptr<DatasetWriter>> CreateRecordIoWriter(const fs::path& dir,
                                                             const WriterOptions& options) {
-  PACKREC_ASSIGN_OR_RETURN(OutputDirectory out,
-                           OutputDirectory::Prepare(dir, kExportManifestName, options.overwrite));
-  return std::unique_ptr<DatasetWriter>(new RecordIoWriter(std::move(out), options));
+  return CreateExportWriter<RecordIoWriter>(dir, options);
 }
 
 }  // namespace packrec::recordio

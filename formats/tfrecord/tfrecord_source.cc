@@ -47,20 +47,15 @@ class TfRecordSource final : public FileListSource {
 
   Result<bool> Next(SourceRecord& record) override {
     for (;;) {
-      if (!file_) {
+      if (!in_.is_open()) {
         if (file_index_ == files_.size()) return false;
-        PACKREC_ASSIGN_OR_RETURN(file_, RandomAccessFile::Open(files_[file_index_]));
-        PACKREC_ASSIGN_OR_RETURN(size_, file_->RegularFileSize());
-        file_->AdviseSequential(0, size_);
-        read_ahead_.Reset();
-        position_ = 0;
-        number_ = 0;
+        PACKREC_RETURN_IF_ERROR(in_.Open(files_[file_index_]));
       }
-      if (position_ == size_) {
+      if (in_.position == in_.size) {
         EndFile();
         continue;
       }
-      read_ahead_.At(*file_, position_, size_);
+      in_.Prefetch();
       ReadFrame(record);
       return true;
     }
@@ -71,7 +66,7 @@ class TfRecordSource final : public FileListSource {
 
  private:
   void EndFile() {
-    file_.reset();
+    in_.Close();
     ++file_index_;
   }
 
@@ -84,15 +79,15 @@ class TfRecordSource final : public FileListSource {
   void ReadFrame(SourceRecord& record) {
     record = SourceRecord{};
     const fs::path& file = files_[file_index_];
-    record.origin = RecordOrigin(file, number_, position_);
-    const std::uint64_t left = size_ - position_;
+    record.origin = RecordOrigin(file, in_.number, in_.position);
+    const std::uint64_t left = in_.size - in_.position;
     std::array<std::byte, kFrameHeaderSize> header{};
     if (left < kFrameHeaderSize) {
       return FailFile(record, Status::Truncated("truncated frame header (expected " +
                                                 std::to_string(kFrameHeaderSize) + " bytes, got " +
                                                 std::to_string(left) + ")"));
     }
-    if (Status read = file_->ReadExact(position_, header); !read.ok()) {
+    if (Status read = in_.file->ReadExact(in_.position, header); !read.ok()) {
       return FailFile(record, read);
     }
     if (!LooksLikeFrameHeader(header)) {
@@ -108,11 +103,11 @@ class TfRecordSource final : public FileListSource {
                                     " bytes, got " + std::to_string(left) + ")"));
     }
     buffer_.resize(static_cast<std::size_t>(length) + kFrameFooterSize);
-    if (Status read = file_->ReadExact(position_ + kFrameHeaderSize, buffer_); !read.ok()) {
+    if (Status read = in_.file->ReadExact(in_.position + kFrameHeaderSize, buffer_); !read.ok()) {
       return FailFile(record, read);
     }
-    position_ += kFrameHeaderSize + length + kFrameFooterSize;
-    const std::uint64_t number = number_++;
+    in_.position += kFrameHeaderSize + length + kFrameFooterSize;
+    const std::uint64_t number = in_.number++;
     const std::span<const std::byte> data(buffer_.data(), static_cast<std::size_t>(length));
     if (MaskCrc32c(Crc32c(data)) != LoadLE<std::uint32_t>(buffer_.data() + length)) {
       record.status = Status::Corruption("data CRC mismatch (the record's bytes are damaged)");
@@ -176,12 +171,8 @@ class TfRecordSource final : public FileListSource {
 
   SourceOptions options_;
   std::size_t file_index_ = 0;
-  std::unique_ptr<RandomAccessFile> file_;
-  std::uint64_t size_ = 0;
-  std::uint64_t position_ = 0;
-  std::uint64_t number_ = 0;
+  SequentialFile in_;
   std::vector<std::byte> buffer_;
-  ReadAhead read_ahead_;
   tensorflow::Example example_;
   ClassNameCollector class_names_;
 };

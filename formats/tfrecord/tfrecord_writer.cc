@@ -35,10 +35,9 @@ class TfRecordWriter final : public ExportWriter {
 
  private:
   Status StartFile(std::uint32_t file_number) override {
-    char name[32];
-    std::snprintf(name, sizeof name, "shard-%06u", file_number);
-    PACKREC_ASSIGN_OR_RETURN(data_, ExportFile::Create(dir(), std::string(name) + ".tfrecord"));
-    PACKREC_ASSIGN_OR_RETURN(index_, ExportFile::Create(dir(), std::string(name) + ".idx"));
+    const std::string name = ExportFileName(file_number, "");
+    PACKREC_ASSIGN_OR_RETURN(data_, ExportFile::Create(dir(), name + ".tfrecord"));
+    PACKREC_ASSIGN_OR_RETURN(index_, ExportFile::Create(dir(), name + ".idx"));
     return Status::OK();
   }
 
@@ -112,9 +111,7 @@ class TfRecordWriter final : public ExportWriter {
 
 Result<std::unique_ptr<DatasetWriter>> CreateTfRecordWriter(const fs::path& dir,
                                                             const WriterOptions& options) {
-  PACKREC_ASSIGN_OR_RETURN(OutputDirectory out,
-                           OutputDirectory::Prepare(dir, kExportManifestName, options.overwrite));
-  return std::unique_ptr<DatasetWriter>(new TfRecordWriter(std::move(out), options));
+  return CreateExportWriter<TfRecordWriter>(dir, options);
 }
 
 }  // namespace packrec::tfrecord

@@ -38,8 +38,7 @@ class WdsWriter final : public ExportWriter {
   }
 
   Status StartFile(std::uint32_t file_number) override {
-    char name[32];
-    std::snprintf(name, sizeof name, "shard-%06u.tar", file_number);
+    const std::string name = ExportFileName(file_number, ".tar");
     PACKREC_ASSIGN_OR_RETURN(file_, ExportFile::Create(dir(), name));
     archive_ = archive_write_new();
     // pax where ustar cannot say it (long names), plain ustar otherwise: GNU tar reads both.
@@ -121,9 +120,7 @@ class WdsWriter final : public ExportWriter {
 
 Result<std::unique_ptr<DatasetWriter>> CreateWdsWriter(const fs::path& dir,
                                                        const WriterOptions& options) {
-  PACKREC_ASSIGN_OR_RETURN(OutputDirectory out,
-                           OutputDirectory::Prepare(dir, kExportManifestName, options.overwrite));
-  return std::unique_ptr<DatasetWriter>(new WdsWriter(std::move(out), options));
+  return CreateExportWriter<WdsWriter>(dir, options);
 }
 
 }  // namespace packrec::wds

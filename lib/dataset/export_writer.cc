@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <system_error>
 
 #include "dataset/manifest_json.h"
@@ -23,6 +24,12 @@ Result<std::string_view> ExportImageExtension(const RecordInput& record, std::ui
                                      std::string(EncodingName(record.image.encoding)) +
                                      ": the export formats carry encoded images (JPEG, PNG) only");
   }
+}
+
+std::string ExportFileName(std::uint32_t number, std::string_view suffix) {
+  char name[32];
+  std::snprintf(name, sizeof name, "shard-%06u", number);
+  return name + std::string(suffix);
 }
 
 Result<std::unique_ptr<ExportFile>> ExportFile::Create(const fs::path& dir, std::string name) {

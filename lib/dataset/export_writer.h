@@ -23,6 +23,9 @@ inline constexpr char kExportManifestName[] = "packrec-export.json";
 // no export format carries, naming the record.
 Result<std::string_view> ExportImageExtension(const RecordInput& record, std::uint64_t index);
 
+// "shard-NNNNNN" + suffix: the name of data file `number` (and of its companions).
+std::string ExportFileName(std::uint32_t number, std::string_view suffix);
+
 // One data file being written: NAME.tmp, renamed to NAME when sealed.
 class ExportFile {
  public:
@@ -89,6 +92,16 @@ class ExportWriter : public DatasetWriter {
   std::vector<Sealed> sealed_;
   Status Seal();
 };
+
+// The factory every export format registers: the output directory prepared (packrec-export.json
+// marks it as ours for --overwrite), then the writer `Writer(out, options)`.
+template <typename Writer>
+Result<std::unique_ptr<DatasetWriter>> CreateExportWriter(const std::filesystem::path& dir,
+                                                          const WriterOptions& options) {
+  PACKREC_ASSIGN_OR_RETURN(OutputDirectory out,
+                           OutputDirectory::Prepare(dir, kExportManifestName, options.overwrite));
+  return std::unique_ptr<DatasetWriter>(new Writer(std::move(out), options));
+}
 
 }  // namespace packrec
 

@@ -290,6 +290,22 @@ Status MovePart(const fs::path& from, const fs::path& to, const std::string& for
   return Status::OK();
 }
 
+// Seals the dataset when everything went well (else removes what was written) and completes the
+// stats; the rejects go into the metadata first.
+Result<ConvertStats> FinishConversion(DatasetWriter& writer, DatasetMetadata& metadata,
+                                      Status failure, ConvertStats stats, Clock::time_point start) {
+  metadata.rejects = stats.rejects;
+  if (failure.ok()) failure = writer.Finish(metadata);
+  if (!failure.ok()) {
+    writer.Abort();
+    return failure;
+  }
+  stats.records_written = writer.records_written();
+  stats.output_bytes = writer.bytes_written();
+  stats.elapsed_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return stats;
+}
+
 Result<ConvertStats> ConvertItems(const ConvertOptions& options, const SourceListing& listing,
                                   DatasetMetadata& metadata, const ProgressCallback& progress,
                                   Clock::time_point start, std::uint64_t listing_offset = 0) {
@@ -343,16 +359,7 @@ Result<ConvertStats> ConvertItems(const ConvertOptions& options, const SourceLis
                                    " were rejected; the first: " + stats.rejects.front().path +
                                    ": " + stats.rejects.front().reason);
   }
-  metadata.rejects = stats.rejects;
-  if (failure.ok()) failure = writer->Finish(metadata);
-  if (!failure.ok()) {
-    writer->Abort();
-    return failure;
-  }
-  stats.records_written = writer->records_written();
-  stats.output_bytes = writer->bytes_written();
-  stats.elapsed_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  return stats;
+  return FinishConversion(*writer, metadata, failure, std::move(stats), start);
 }
 
 Result<ConvertStats> ConvertListing(const ConvertOptions& options, const ProgressCallback& progress,
@@ -613,16 +620,7 @@ Result<ConvertStats> ConvertStream(const ConvertOptions& options, SourceFormat f
         options.source_options.raw_pixels == RawPixels::kRaw ? "raw" : "png";
   }
   metadata.options_json = options_json.dump();
-  metadata.rejects = stats.rejects;
-  if (failure.ok()) failure = writer->Finish(metadata);
-  if (!failure.ok()) {
-    writer->Abort();
-    return failure;
-  }
-  stats.records_written = writer->records_written();
-  stats.output_bytes = writer->bytes_written();
-  stats.elapsed_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  return stats;
+  return FinishConversion(*writer, metadata, failure, std::move(stats), start);
 }
 
 }  // namespace

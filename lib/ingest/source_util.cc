@@ -42,6 +42,16 @@ std::string RecordOrigin(const std::filesystem::path& file, std::uint64_t record
   return file.string() + " record " + std::to_string(record) + " at byte " + std::to_string(offset);
 }
 
+Status SequentialFile::Open(const std::filesystem::path& path) {
+  PACKREC_ASSIGN_OR_RETURN(file, RandomAccessFile::Open(path));
+  PACKREC_ASSIGN_OR_RETURN(size, file->RegularFileSize());
+  file->AdviseSequential(0, size);
+  read_ahead.Reset();
+  position = 0;
+  number = 0;
+  return Status::OK();
+}
+
 void ClassNameCollector::Note(std::uint32_t label, std::string_view name) {
   if (name.empty()) return;
   auto [it, inserted] = names_.try_emplace(label, name);

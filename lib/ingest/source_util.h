@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/file_io.h"
 #include "packrec/source.h"
 
 namespace packrec {
@@ -57,6 +59,22 @@ class ReadAhead {
 
  private:
   std::uint64_t requested_end_ = 0;
+};
+
+// One file of a source read front to back with pread, the kernel kept reading ahead.
+struct SequentialFile {
+  std::unique_ptr<RandomAccessFile> file;
+  std::uint64_t size = 0;
+  std::uint64_t position = 0;
+  std::uint64_t number = 0;  // records begun in this file
+  ReadAhead read_ahead;
+
+  Status Open(const std::filesystem::path& path);
+  bool is_open() const { return file != nullptr; }
+  bool at_end() const { return position >= size; }
+  void Close() { file.reset(); }
+  // Call before each record: keeps ReadAhead::kWindow requested ahead of `position`.
+  void Prefetch() { read_ahead.At(*file, position, size); }
 };
 
 // The base of the sources that read a list of files.
