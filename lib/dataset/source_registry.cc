@@ -175,6 +175,39 @@ bool ReadExportManifest(const fs::path& dir, SourceFormat* format, std::vector<f
   return true;
 }
 
+// The container format a file's name says, kAuto for none.
+SourceFormat FormatOfName(std::string name) {
+  name = Lower(std::move(name));
+  for (const char* suffix : {".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.xz", ".tar.bz2"}) {
+    if (name.ends_with(suffix)) return SourceFormat::kWebDataset;
+  }
+  for (const char* suffix : {".tfrecord", ".tfrecords", ".tfr"}) {
+    if (name.ends_with(suffix)) return SourceFormat::kTfRecord;
+  }
+  if (name.ends_with(".rec")) return SourceFormat::kRecordIo;
+  return SourceFormat::kAuto;
+}
+
+// A directory of container files and nothing else that could be data (no sub-directories, so
+// not an image folder): its files of that format, sorted. Companions (.idx, .lst, .json, ...)
+// are left aside. Empty when `dir` is not such a directory.
+std::vector<fs::path> ContainerFilesIn(const fs::path& dir, SourceFormat* format) {
+  std::vector<fs::path> files;
+  SourceFormat found = SourceFormat::kAuto;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    if (entry.is_directory(error)) return {};
+    const SourceFormat kind = FormatOfName(entry.path().filename().string());
+    if (kind == SourceFormat::kAuto) continue;
+    if (found != SourceFormat::kAuto && kind != found) return {};  // mixed: say nothing
+    found = kind;
+    files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  *format = found;
+  return files;
+}
+
 }  // namespace
 
 std::string_view SourceFormatName(SourceFormat format) {
@@ -238,6 +271,8 @@ Result<SourceFormat> DetectSourceFormat(const std::string& spec) {
         return SourceFormat::kPackrec;
       }
       if (fs::exists(first / "index.json", error)) return SourceFormat::kMds;
+      SourceFormat contained = SourceFormat::kAuto;
+      if (!ContainerFilesIn(first, &contained).empty()) return contained;
       if (fs::exists(first / "data.mdb", error)) {
         // An LMDB without packrec's manifest: a Caffe database, or a packrec one (manifest key).
         if (OpenDataset(first).ok()) return SourceFormat::kPackrec;
@@ -258,18 +293,13 @@ Result<SourceFormat> DetectSourceFormat(const std::string& spec) {
   if (head.size() >= 262 && std::memcmp(head.data() + 257, "ustar", 5) == 0) {
     return SourceFormat::kWebDataset;
   }
-  if (name.ends_with(".tar") || name.ends_with(".tar.gz") || name.ends_with(".tgz") ||
-      name.ends_with(".tar.zst") || name.ends_with(".tar.xz") || name.ends_with(".tar.bz2")) {
-    return SourceFormat::kWebDataset;
-  }
+  const SourceFormat by_name = FormatOfName(name);
+  if (by_name == SourceFormat::kWebDataset) return by_name;
   if (head.size() >= 8 && LoadLE<std::uint32_t>(head.data()) == recordio::kMagic) {
     return SourceFormat::kRecordIo;
   }
   if (tfrecord::LooksLikeFrameHeader(head)) return SourceFormat::kTfRecord;
-  if (name.ends_with(".rec")) return SourceFormat::kRecordIo;
-  if (name.ends_with(".tfrecord") || name.ends_with(".tfrecords") || name.ends_with(".tfr")) {
-    return SourceFormat::kTfRecord;
-  }
+  if (by_name != SourceFormat::kAuto) return by_name;
   if (files.size() > 1) {
     return Status::InvalidArgument("cannot tell what " + spec + " holds from " + first.string() +
                                    "; pass --from");
@@ -289,6 +319,10 @@ Result<std::unique_ptr<RecordSource>> OpenRecordSource(const std::string& spec, 
       return Status::NotFound(files.front().string() + " lists no data files");
     }
     files = std::move(exported_files);
+  } else if (files.size() == 1 && fs::is_directory(files.front(), error)) {
+    SourceFormat contained = SourceFormat::kAuto;
+    std::vector<fs::path> inside = ContainerFilesIn(files.front(), &contained);
+    if (!inside.empty() && contained == format) files = std::move(inside);
   }
   const auto one = [&]() -> Result<fs::path> {
     if (files.size() != 1) {

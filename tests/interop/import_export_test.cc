@@ -252,3 +252,46 @@ TEST_CASE("a TFRecord cut every 97 bytes through its last frame: the records bef
 
 }  // namespace
 }  // namespace packrec
+
+namespace packrec {
+namespace {
+
+TEST_CASE("a directory holding only container files imports as that format, files sorted") {
+  test::TempDir dir;
+  test::SynthTree(dir / "tree", 2, 6);
+  ConvertOptions out;
+  out.source = dir / "tree";
+  out.output = dir / "tf-export";
+  out.writer.format = "tfrecord";
+  out.writer.shard_size_bytes = 20000;
+  REQUIRE(Convert(out).ok());
+  // As another tool leaves them: the data files (and their .idx) without packrec's manifest.
+  fs::create_directories(dir / "plain");
+  int copied = 0;
+  for (const auto& entry : fs::directory_iterator(out.output)) {
+    if (entry.path().filename() == "packrec-export.json") continue;
+    fs::copy_file(entry.path(), dir / "plain" / entry.path().filename());
+    copied += entry.path().extension() == ".tfrecord" ? 1 : 0;
+  }
+  REQUIRE(copied > 1);
+  Result<SourceFormat> detected = DetectSourceFormat((dir / "plain").string());
+  REQUIRE(detected.ok());
+  CHECK(*detected == SourceFormat::kTfRecord);
+  ConvertOptions in;
+  in.source = dir / "plain";
+  in.output = dir / "back";
+  Result<ConvertStats> imported = Convert(in);
+  REQUIRE_MESSAGE(imported.ok(), imported.status().ToString());
+  CHECK(imported->records_written == 12);
+  Result<std::unique_ptr<Reader>> reader = OpenDataset(dir / "back");
+  REQUIRE(reader.ok());
+  ReadScratch scratch;
+  Result<RecordView> first = (*reader)->Read(0, scratch);
+  REQUIRE(first.ok());
+  CHECK(std::string(first->key).rfind((*reader)->info().classes.at(0) + "/", 0) == 0);
+  // A tree with sub-directories stays an image folder.
+  CHECK(DetectSourceFormat((dir / "tree").string()).value() == SourceFormat::kImageFolder);
+}
+
+}  // namespace
+}  // namespace packrec
