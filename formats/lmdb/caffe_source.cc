@@ -49,7 +49,9 @@ class CaffeLmdbSource final : public RecordSource {
       rc = mdb_env_open(env_, path_.c_str(),
                         MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS | (directory ? 0 : MDB_NOSUBDIR), 0644);
     }
-    if (rc == 0) rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn_);
+    if (rc != 0) return LmdbError(rc, "open the Caffe LMDB", path_);
+    PACKREC_RETURN_IF_ERROR(CheckNotTruncated());
+    rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn_);
     MDB_dbi dbi = 0;
     if (rc == 0) rc = mdb_dbi_open(txn_, nullptr, 0, &dbi);
     MDB_stat stat{};
@@ -97,6 +99,25 @@ class CaffeLmdbSource final : public RecordSource {
   std::uint64_t size_hint() const override { return entries_; }
 
  private:
+  // LMDB maps the file and trusts it: pages past a cut-short file's end would raise SIGBUS.
+  Status CheckNotTruncated() const {
+    MDB_envinfo info{};
+    MDB_stat stat{};
+    mdb_env_info(env_, &info);
+    mdb_env_stat(env_, &stat);
+    const std::uint64_t needed =
+        (static_cast<std::uint64_t>(info.me_last_pgno) + 1) * stat.ms_psize;
+    std::error_code error;
+    const std::uint64_t size = fs::file_size(files_.front(), error);
+    if (error) return Status::IOError("stat " + files_.front().string() + ": " + error.message());
+    if (size < needed) {
+      return Status::Truncated(files_.front().string() + ": truncated (expected at least " +
+                               std::to_string(needed) + " bytes, got " + std::to_string(size) +
+                               ")");
+    }
+    return Status::OK();
+  }
+
   static fs::path DataFile(const fs::path& path) {
     std::error_code error;
     return fs::is_directory(path, error) ? path / "data.mdb" : path;
