@@ -163,7 +163,8 @@ class RecordIoSource final : public FileListSource {
                                   " is not a non-negative integer");
     }
     record.label = static_cast<std::uint32_t>(label);
-    record.bytes.assign(data.begin() + static_cast<std::ptrdiff_t>(image_offset), data.end());
+    data.erase(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(image_offset));
+    record.bytes = std::move(data);  // the image, without a second allocation
     const auto key = keys_.find(id);
     if (key != keys_.end()) {
       record.key = key->second;

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -40,11 +39,6 @@ struct Sample {
   std::uint64_t number = 0;  // samples before it in this tar
 };
 
-std::string Lower(std::string text) {
-  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return text;
-}
-
 // WebDataset's split: the key is everything up to the first dot after the last '/'.
 void SplitMemberName(std::string_view name, std::string* key, std::string* extension) {
   const std::size_t slash = name.rfind('/');
@@ -55,7 +49,7 @@ void SplitMemberName(std::string_view name, std::string* key, std::string* exten
     extension->clear();
   } else {
     *key = std::string(name.substr(0, dot));
-    *extension = Lower(std::string(name.substr(dot + 1)));
+    *extension = AsciiLower(std::string(name.substr(dot + 1)));
   }
 }
 
@@ -240,7 +234,7 @@ class WdsSource final : public FileListSource {
   Status Assemble(SourceRecord& record) {
     Member* image = nullptr;
     if (!options_.image_field.empty()) {
-      image = Find(Lower(options_.image_field));
+      image = Find(AsciiLower(options_.image_field));
     } else {
       for (const char* extension : {"jpg", "jpeg", "png", "webp"}) {
         if ((image = Find(extension)) != nullptr) break;
@@ -268,7 +262,7 @@ class WdsSource final : public FileListSource {
       json = std::move(parsed);
     }
     bool labelled = false;
-    const std::string label_field = Lower(options_.label_field);
+    const std::string label_field = AsciiLower(options_.label_field);
     for (const std::string& extension : label_field.empty()
                                             ? std::vector<std::string>{"cls", "cls.txt"}
                                             : std::vector<std::string>{label_field}) {

@@ -92,11 +92,6 @@ Status ExpandBraces(const std::string& spec, std::vector<std::string>& out) {
 
 bool HasGlob(const std::string& text) { return text.find_first_of("*?[") != std::string::npos; }
 
-std::string Lower(std::string text) {
-  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return text;
-}
-
 // The first bytes of a file (up to 512), for sniffing.
 std::vector<std::byte> Head(const fs::path& file, std::size_t size) {
   std::vector<std::byte> head(size);
@@ -177,7 +172,7 @@ bool ReadExportManifest(const fs::path& dir, SourceFormat* format, std::vector<f
 
 // The container format a file's name says, kAuto for none.
 SourceFormat FormatOfName(std::string name) {
-  name = Lower(std::move(name));
+  name = AsciiLower(std::move(name));
   for (const char* suffix : {".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.xz", ".tar.bz2"}) {
     if (name.ends_with(suffix)) return SourceFormat::kWebDataset;
   }
@@ -285,7 +280,7 @@ Result<SourceFormat> DetectSourceFormat(const std::string& spec) {
                                   " is not a directory or a regular file");
     }
   }
-  const std::string name = Lower(first.filename().string());
+  const std::string name = AsciiLower(first.filename().string());
   const std::vector<std::byte> head = Head(first, 512);
   if (name.ends_with(".h5") || name.ends_with(".hdf5")) {
     if (OpenDataset(first).ok()) return SourceFormat::kPackrec;

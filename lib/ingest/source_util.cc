@@ -26,6 +26,13 @@ bool ParseLabelText(std::string_view text, std::uint32_t* label) {
   return true;
 }
 
+std::string AsciiLower(std::string text) {
+  for (char& c : text) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return text;
+}
+
 std::string_view SniffImageExtension(std::span<const std::byte> bytes) {
   const auto starts = [&](std::string_view magic, std::size_t at = 0) {
     return bytes.size() >= at + magic.size() &&

@@ -23,6 +23,9 @@ namespace packrec {
 // float with no fraction ("3.000000", as im2rec writes labels).
 bool ParseLabelText(std::string_view text, std::uint32_t* label);
 
+// `text` with A-Z made a-z (file extensions, member names; not locale-dependent).
+std::string AsciiLower(std::string text);
+
 // "jpg", "png", "webp" from the first bytes, else "bin": for keys of sources that store none.
 std::string_view SniffImageExtension(std::span<const std::byte> bytes);
 
