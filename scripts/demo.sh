@@ -58,7 +58,7 @@ for format in wds tfrecord recordio; do
   diff -r "$work/tree" "$work/reimported.$format"
   echo "$format: $(ls "$work/export.$format" | tr '\n' ' ')-> byte-identical after import"
 done
-tar -tf "$work/export.wds/shard-000000.tar" | head -3 | sed 's/^/  GNU tar lists: /'
+tar -tf "$work/export.wds/shard-000000.tar" | sed -n "1,3s/^/  GNU tar lists: /p"
 
 step "from Python: packrec.open and packrec.Loader over every format (torch tensors, no copy)"
 PYTHONPATH=build-release/python /usr/bin/python3 - "$work" <<'PY'
