@@ -17,6 +17,7 @@
 #include "core/checksum.h"
 #include "core/endian.h"
 #include "core/file_io.h"
+#include "ingest/listing_hash.h"
 #include "packrec/image.h"
 #include "packrec/reader.h"
 
@@ -536,7 +537,6 @@ Result<ConvertStats> ConvertStream(const ConvertOptions& options, SourceFormat f
   report.records_total = source->size_hint();
   Clock::time_point last_report = start;
   Xxh64Stream items_hash;
-  static constexpr std::byte kSeparator[1] = {std::byte{0}};
   Status failure;
   std::uint64_t done = 0;
   {
@@ -556,11 +556,7 @@ Result<ConvertStats> ConvertStream(const ConvertOptions& options, SourceFormat f
         RecordInput input{record.key, record.label, prepared.bytes, prepared.image};
         failure = writer->Add(input);
         if (!failure.ok()) break;
-        items_hash.Update(AsBytes(record.key));
-        items_hash.Update(kSeparator);
-        std::array<std::byte, 4> label{};
-        StoreLE<std::uint32_t>(label.data(), record.label);
-        items_hash.Update(label);
+        HashListingItem(items_hash, record.key, record.label);
       } else if (options.on_error == OnError::kSkip) {
         stats.rejects.push_back({record.origin, prepared.status.message()});
       } else {
@@ -598,11 +594,7 @@ Result<ConvertStats> ConvertStream(const ConvertOptions& options, SourceFormat f
   metadata.classes = source->classes();
   // The listing's identity: the class names, then the digest of the (key, label) pairs in order.
   Xxh64Stream listing;
-  for (const std::string& class_name : metadata.classes) {
-    listing.Update(AsBytes(class_name));
-    listing.Update(kSeparator);
-  }
-  listing.Update(kSeparator);
+  HashListingClasses(listing, metadata.classes);
   std::array<std::byte, 8> digest{};
   StoreLE<std::uint64_t>(digest.data(), items_hash.Digest());
   listing.Update(digest);

@@ -5,25 +5,35 @@
 #include "core/endian.h"
 #include "core/file_io.h"
 #include "core/random.h"
+#include "ingest/listing_hash.h"
 #include "packrec/ingest.h"
 
 namespace packrec {
 
-std::string ListingHash(const SourceListing& listing) {
-  Xxh64Stream hash;
-  static constexpr std::byte kSeparator[1] = {std::byte{0}};
-  for (const std::string& name : listing.classes) {
+namespace {
+constexpr std::byte kSeparator[1] = {std::byte{0}};
+}  // namespace
+
+void HashListingClasses(Xxh64Stream& hash, const std::vector<std::string>& classes) {
+  for (const std::string& name : classes) {
     hash.Update(AsBytes(name));
     hash.Update(kSeparator);
   }
   hash.Update(kSeparator);
-  for (const SourceItem& item : listing.items) {
-    hash.Update(AsBytes(item.key));
-    hash.Update(kSeparator);
-    std::array<std::byte, 4> label{};
-    StoreLE<std::uint32_t>(label.data(), item.label);
-    hash.Update(label);
-  }
+}
+
+void HashListingItem(Xxh64Stream& hash, std::string_view key, std::uint32_t label) {
+  hash.Update(AsBytes(key));
+  hash.Update(kSeparator);
+  std::array<std::byte, 4> bytes{};
+  StoreLE<std::uint32_t>(bytes.data(), label);
+  hash.Update(bytes);
+}
+
+std::string ListingHash(const SourceListing& listing) {
+  Xxh64Stream hash;
+  HashListingClasses(hash, listing.classes);
+  for (const SourceItem& item : listing.items) HashListingItem(hash, item.key, item.label);
   return Hex64(hash.Digest());
 }
 

@@ -41,15 +41,7 @@ void CheckSameRecords(const fs::path& a_path, const fs::path& b_path) {
   CHECK(a->info().rejected_count == b->info().rejected_count);
   CHECK(a->info().options_json == b->info().options_json);
   CHECK(DatasetFingerprint(a->info()) == DatasetFingerprint(b->info()));
-  ReadScratch sa, sb;
-  for (std::uint64_t i = 0; i < a->size(); ++i) {
-    auto ra = a->Read(i, sa);
-    auto rb = b->Read(i, sb);
-    REQUIRE((ra.ok() && rb.ok()));
-    REQUIRE(ra->key == rb->key);
-    REQUIRE(ra->label == rb->label);
-    REQUIRE(std::equal(ra->bytes.begin(), ra->bytes.end(), rb->bytes.begin(), rb->bytes.end()));
-  }
+  test::CheckSameRecords(*a, *b);
 }
 
 int Shell(const std::string& script) { return std::system(("set -e; " + script).c_str()); }

@@ -63,6 +63,20 @@ inline std::shared_ptr<const Reader> OpenShared(const std::filesystem::path& pat
   return std::shared_ptr<const Reader>(std::move(*reader));
 }
 
+// Every record of `a` and `b` has the same key, label and bytes, in the same order.
+inline void CheckSameRecords(const Reader& a, const Reader& b) {
+  REQUIRE(a.size() == b.size());
+  ReadScratch sa, sb;
+  for (std::uint64_t i = 0; i < a.size(); ++i) {
+    auto ra = a.Read(i, sa);
+    auto rb = b.Read(i, sb);
+    REQUIRE((ra.ok() && rb.ok()));
+    REQUIRE(ra->key == rb->key);
+    REQUIRE(ra->label == rb->label);
+    REQUIRE(std::equal(ra->bytes.begin(), ra->bytes.end(), rb->bytes.begin(), rb->bytes.end()));
+  }
+}
+
 // A synthetic ImageFolder tree of real JPEGs (and some PNGs), about size x size*7/8 pixels.
 inline void SynthTree(const std::filesystem::path& out, std::uint32_t classes,
                       std::uint32_t per_class, std::uint64_t seed = 1, std::uint32_t size = 400) {

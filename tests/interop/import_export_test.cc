@@ -106,17 +106,7 @@ TEST_CASE("every export format round-trips through an import: keys, labels, byte
       CHECK((*reader)->info().classes == (*expected)->info().classes);
     }
     CHECK((*reader)->info().source_kind == format);
-    ReadScratch a, b;
-    for (std::uint64_t i = 0; i < (*reader)->size(); ++i) {
-      Result<RecordView> got = (*reader)->Read(i, a);
-      Result<RecordView> want = (*expected)->Read(i, b);
-      REQUIRE(got.ok());
-      REQUIRE(want.ok());
-      CHECK(got->key == want->key);
-      CHECK(got->label == want->label);
-      CHECK(
-          std::equal(got->bytes.begin(), got->bytes.end(), want->bytes.begin(), want->bytes.end()));
-    }
+    test::CheckSameRecords(**reader, **expected);
   }
 }
 
@@ -139,16 +129,7 @@ TEST_CASE("a packrec dataset imports into another packrec format, record for rec
   REQUIRE(a.ok());
   REQUIRE(b.ok());
   CHECK((*b)->info().classes == (*a)->info().classes);
-  REQUIRE((*b)->size() == (*a)->size());
-  ReadScratch sa, sb;
-  for (std::uint64_t i = 0; i < (*a)->size(); ++i) {
-    Result<RecordView> x = (*a)->Read(i, sa);
-    Result<RecordView> y = (*b)->Read(i, sb);
-    REQUIRE(x.ok());
-    REQUIRE(y.ok());
-    CHECK(x->key == y->key);
-    CHECK(std::equal(x->bytes.begin(), x->bytes.end(), y->bytes.begin(), y->bytes.end()));
-  }
+  test::CheckSameRecords(**a, **b);
 }
 
 TEST_CASE("imports refuse --shuffle and --part (they stream), naming why") {
