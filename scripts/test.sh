@@ -2,7 +2,8 @@
 # Builds packrec with warnings as errors and runs the whole test suite.
 #   scripts/test.sh              # build/ , RelWithDebInfo
 #   scripts/test.sh --sanitize   # build-asan/ , AddressSanitizer + UndefinedBehaviorSanitizer
-# Extra arguments after `--` go to ctest (e.g. -- -L format).
+# Extra arguments after `--` go to ctest (e.g. -- -L format). The long-running fault tests carry
+# the label `stress` and run only when asked: scripts/test.sh -- -L stress
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -17,4 +18,7 @@ fi
 [[ ${1:-} == -- ]] && shift
 cmake -S . -B "$build" "${cmake_args[@]}" >/dev/null
 cmake --build "$build" -j "$(nproc)"
-ctest --test-dir "$build" -j "$(nproc)" --output-on-failure "$@"
+# Without a label choice of the caller's, everything but the stress label.
+select=(-LE stress)
+for arg in "$@"; do [[ $arg == -L* ]] && select=(); done
+ctest --test-dir "$build" -j "$(nproc)" --output-on-failure "${select[@]}" "$@"

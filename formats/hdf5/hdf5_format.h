@@ -15,6 +15,8 @@ namespace packrec::hdf5 {
 bool LooksLikeHdf5Dataset(const std::filesystem::path& path);
 Result<std::unique_ptr<DatasetWriter>> CreateHdf5Writer(const std::filesystem::path& file,
                                                         const WriterOptions& options);
+Result<ResumedWriter> ResumeHdf5Writer(const std::filesystem::path& file,
+                                       const WriterOptions& options);
 Result<std::unique_ptr<Reader>> OpenHdf5Dataset(const std::filesystem::path& file,
                                                 const OpenOptions& options);
 

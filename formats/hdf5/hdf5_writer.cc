@@ -10,6 +10,10 @@
 //
 // Pixels layout: /images, N x H x W x 3 uint8, chunked one image per chunk (optionally deflated),
 // grown as records arrive and trimmed to N at Finish.
+//
+// Resumable: the journal (FILE.resume.json) is written before FILE.tmp and holds no records, so a
+// resumed HDF5 conversion starts FILE.tmp again. HDF5 has no crash-consistent append: after a kill
+// its metadata in FILE.tmp may be half written (docs/reliability.md).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -24,6 +28,7 @@
 #include "core/file_io.h"
 #include "dataset/manifest_json.h"
 #include "dataset/payload.h"
+#include "dataset/resume_journal.h"
 #include "hdf5/hdf5_format.h"
 #include "hdf5/hdf5_util.h"
 
@@ -236,6 +241,7 @@ class Hdf5WriterBase : public DatasetWriter {
     std::error_code error;
     bytes_written_ = fs::file_size(target_, error);
     RemoveScratch();
+    if (options_.resumable) fs::remove(WithSuffix(target_, kResumeJournalSuffix), error);
     finished_ = true;
     return Status::OK();
   }
@@ -250,6 +256,7 @@ class Hdf5WriterBase : public DatasetWriter {
     RemoveScratch();
     std::error_code ignored;
     fs::remove(tmp_, ignored);
+    if (options_.resumable) fs::remove(WithSuffix(target_, kResumeJournalSuffix), ignored);
     finished_ = true;
   }
 
@@ -494,24 +501,10 @@ bool LooksLikeHdf5Dataset(const fs::path& path) {
   return n == sizeof head && std::memcmp(head, kSignature, sizeof head) == 0;
 }
 
-Result<std::unique_ptr<DatasetWriter>> CreateHdf5Writer(const fs::path& file,
-                                                        const WriterOptions& options) {
-  PACKREC_RETURN_IF_ERROR(ValidateCommonWriterOptions(options));
-  std::error_code error;
-  if (fs::exists(file, error)) {
-    if (!LooksLikeHdf5Dataset(file)) {
-      return Status::AlreadyExists(file.string() +
-                                   " exists and is not an HDF5 file; refusing to replace it");
-    }
-    if (!options.overwrite) {
-      return Status::AlreadyExists(file.string() +
-                                   " already exists (pass --overwrite to replace it)");
-    }
-  }
-  if (file.has_parent_path()) {
-    fs::create_directories(file.parent_path(), error);
-    if (error) return ErrnoStatus("create directory", file.parent_path(), error.value());
-  }
+namespace {
+
+Result<std::unique_ptr<DatasetWriter>> StartHdf5Writer(const fs::path& file,
+                                                       const WriterOptions& options) {
   // A writer that failed to start is destroyed (and aborts, taking the lock) after the lock is
   // released.
   std::unique_ptr<DatasetWriter> writer;
@@ -532,6 +525,61 @@ Result<std::unique_ptr<DatasetWriter>> CreateHdf5Writer(const fs::path& file,
   }
   if (!started.ok()) return started;
   return writer;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DatasetWriter>> CreateHdf5Writer(const fs::path& file,
+                                                        const WriterOptions& options) {
+  PACKREC_RETURN_IF_ERROR(ValidateCommonWriterOptions(options));
+  std::error_code error;
+  const fs::path journal = WithSuffix(file, kResumeJournalSuffix);
+  if (fs::exists(journal, error)) {
+    if (!options.overwrite) {
+      return Status::AlreadyExists(
+          file.string() + ": an interrupted conversion was writing it (" +
+          journal.filename().string() +
+          "): pass --resume to continue it, or --overwrite to start again");
+    }
+    fs::remove(journal, error);
+  }
+  if (fs::exists(file, error)) {
+    if (!LooksLikeHdf5Dataset(file)) {
+      return Status::AlreadyExists(file.string() +
+                                   " exists and is not an HDF5 file; refusing to replace it");
+    }
+    if (!options.overwrite) {
+      return Status::AlreadyExists(file.string() +
+                                   " already exists (pass --overwrite to replace it)");
+    }
+  }
+  if (file.has_parent_path()) {
+    fs::create_directories(file.parent_path(), error);
+    if (error) return ErrnoStatus("create directory", file.parent_path(), error.value());
+  }
+  if (options.resumable) {
+    ResumeJournal start;
+    start.format = "hdf5";
+    PACKREC_RETURN_IF_ERROR(WriteResumeJournal(journal, start));
+  }
+  Result<std::unique_ptr<DatasetWriter>> writer = StartHdf5Writer(file, options);
+  if (!writer.ok() && options.resumable) fs::remove(journal, error);
+  return writer;
+}
+
+Result<ResumedWriter> ResumeHdf5Writer(const fs::path& file, const WriterOptions& options) {
+  PACKREC_RETURN_IF_ERROR(ValidateCommonWriterOptions(options));
+  const fs::path journal_path = WithSuffix(file, kResumeJournalSuffix);
+  PACKREC_ASSIGN_OR_RETURN(const ResumeJournal journal, ReadResumeJournal(journal_path));
+  if (journal.format != "hdf5") {
+    return Status::InvalidArgument(file.string() + " was being written by an interrupted " +
+                                   journal.format + " conversion, not an hdf5 one");
+  }
+  // Its resume point is the start (see the top of this file): FILE.tmp is made again.
+  ResumedWriter resumed;
+  PACKREC_ASSIGN_OR_RETURN(resumed.writer, StartHdf5Writer(file, options));
+  resumed.caller_state = journal.caller_state;
+  return resumed;
 }
 
 }  // namespace packrec::hdf5

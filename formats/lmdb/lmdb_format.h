@@ -15,6 +15,8 @@ namespace packrec::lmdb {
 bool LooksLikeLmdbDataset(const std::filesystem::path& path);
 Result<std::unique_ptr<DatasetWriter>> CreateLmdbWriter(const std::filesystem::path& dir,
                                                         const WriterOptions& options);
+Result<ResumedWriter> ResumeLmdbWriter(const std::filesystem::path& dir,
+                                       const WriterOptions& options);
 Result<std::unique_ptr<Reader>> OpenLmdbDataset(const std::filesystem::path& dir,
                                                 const OpenOptions& options);
 // A Caffe image database (values caffe.Datum): a directory holding data.mdb, or the file itself.

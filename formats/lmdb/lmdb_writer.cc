@@ -4,6 +4,8 @@
 // writes the manifest key, then compacts (mdb_env_copy2 with MDB_CP_COMPACT) only when free pages
 // are worth it: an append-only load frees only the few leaf and branch pages that commits copied,
 // and the compacting copy costs two syscalls per overflow record (measured: 6x slower overall).
+// Resumable: every checkpoint_bytes of values the environment is synced and a journal records the
+// count; a resumed run deletes the records committed after it and appends from there.
 #include <lmdb.h>
 #include <sys/statvfs.h>
 
@@ -18,6 +20,7 @@
 #include "core/output_dir.h"
 #include "dataset/manifest_json.h"
 #include "dataset/payload.h"
+#include "dataset/resume_journal.h"
 #include "lmdb/lmdb_format.h"
 #include "lmdb/lmdb_layout.h"
 #include "lmdb/lmdb_status.h"
@@ -35,6 +38,7 @@ constexpr std::uint64_t kMaxBatchBytes = 4ull << 20;
 constexpr char kCompactDir[] = ".packrec-compact";
 // Compact when free pages exceed this share of the file (and 1 MiB).
 constexpr double kCompactWasteShare = 0.02;
+constexpr std::uint64_t kDefaultCheckpointBytes = 64ull << 20;
 
 // The map only reserves address space (the file grows as pages are written), so starting above
 // the input's size costs nothing and spares the grow-and-replay on big conversions. A quarter on
@@ -63,6 +67,20 @@ class LmdbWriter final : public DatasetWriter {
   void Abort() override;
   std::uint64_t records_written() const override { return records_; }
   std::uint64_t bytes_written() const override { return bytes_written_; }
+  bool CheckpointDue() const override { return checkpoint_due_; }
+  Status Checkpoint(const std::function<std::string(std::uint64_t)>& caller_state) override;
+  std::uint64_t AbortKeepingCheckpoint() override;
+
+  // The journal written before data.mdb exists, so the directory is known to be ours.
+  Status StartJournal() { return WriteJournal(""); }
+  // Continues from a resume point: drops the records committed after it (and a manifest key).
+  Status ResumeAt(const ResumeJournal& journal);
+  // Closes without removing anything.
+  void LeaveAsItIs() {
+    CloseEnvironment();
+    out_.Keep();
+    finished_ = true;
+  }
 
  private:
   // A put of the open transaction, kept until it commits so it can be replayed after the map
@@ -85,6 +103,7 @@ class LmdbWriter final : public DatasetWriter {
   // Replaces data.mdb by a compacted copy when enough of it is free pages.
   Status CompactIfWorthIt();
   void CloseEnvironment();
+  Status WriteJournal(const std::string& caller_state);
 
   OutputDirectory out_;
   fs::path env_dir_;  // the environment's directory: out_.write_dir()
@@ -102,7 +121,87 @@ class LmdbWriter final : public DatasetWriter {
   std::uint32_t label_count_ = 0;
   std::vector<std::byte> compressed_;
   bool finished_ = false;
+  // Resume points.
+  std::uint64_t checkpointed_records_ = 0;
+  std::uint64_t bytes_since_checkpoint_ = 0;
+  bool checkpoint_due_ = false;
 };
+
+Status LmdbWriter::WriteJournal(const std::string& caller_state) {
+  ResumeJournal journal;
+  journal.format = "lmdb";
+  journal.records = records_;
+  journal.writer = {{"payload_bytes", payload_bytes_},
+                    {"label_count", label_count_},
+                    {"map_size", map_size_}};
+  journal.caller_state = caller_state;
+  PACKREC_RETURN_IF_ERROR(WriteResumeJournal(env_dir_ / kResumeJournalName, journal));
+  checkpointed_records_ = records_;
+  bytes_since_checkpoint_ = 0;
+  checkpoint_due_ = false;
+  return Status::OK();
+}
+
+Status LmdbWriter::Checkpoint(const std::function<std::string(std::uint64_t)>& caller_state) {
+  if (!options_.resumable) return Status::OK();
+  if (finished_ || txn_ == nullptr) return Status::Internal("Checkpoint on a closed LMDB writer");
+  PACKREC_RETURN_IF_ERROR(CommitBatch());
+  const int rc = mdb_env_sync(env_, 1);
+  if (rc != MDB_SUCCESS) return WriteError(rc, "sync");
+  return WriteJournal(caller_state(records_));
+}
+
+std::uint64_t LmdbWriter::AbortKeepingCheckpoint() {
+  if (finished_) return 0;
+  if (!options_.resumable || checkpointed_records_ == 0) {
+    Abort();
+    return 0;
+  }
+  // Commits after the resume point stay in data.mdb; the resumed run deletes them.
+  CloseEnvironment();
+  std::error_code ignored;
+  fs::remove(env_dir_ / "lock.mdb", ignored);
+  out_.Keep();
+  finished_ = true;
+  return checkpointed_records_;
+}
+
+Status LmdbWriter::ResumeAt(const ResumeJournal& journal) {
+  try {
+    payload_bytes_ = journal.writer.at("payload_bytes").get<std::uint64_t>();
+    label_count_ = journal.writer.at("label_count").get<std::uint32_t>();
+    map_size_ = std::max(map_size_, journal.writer.at("map_size").get<std::uint64_t>());
+  } catch (const nlohmann::json::exception&) {
+    return Status::Corruption("cannot resume the conversion in " + env_dir_.string() +
+                           ": its journal has no LMDB state (start again with --overwrite)");
+  }
+  records_ = journal.records;
+  checkpointed_records_ = records_;
+  PACKREC_RETURN_IF_ERROR(Start());
+  MDB_cursor* cursor = nullptr;
+  int rc = mdb_cursor_open(txn_, dbi_, &cursor);
+  if (rc != MDB_SUCCESS) return LmdbError(rc, "open cursor", env_dir_);
+  const auto first_stale = RecordKey(records_);
+  MDB_val key{first_stale.size(), const_cast<std::byte*>(first_stale.data())};
+  MDB_val value{};
+  // After a delete the cursor already stands on the next entry, and MDB_NEXT returns it.
+  for (rc = mdb_cursor_get(cursor, &key, &value, MDB_SET_RANGE); rc == MDB_SUCCESS;
+       rc = mdb_cursor_get(cursor, &key, &value, MDB_NEXT)) {
+    rc = mdb_cursor_del(cursor, 0);
+    if (rc != MDB_SUCCESS) break;
+  }
+  mdb_cursor_close(cursor);
+  if (rc != MDB_NOTFOUND) return LmdbError(rc, "delete records after the resume point in", env_dir_);
+  MDB_stat stat;
+  mdb_stat(txn_, dbi_, &stat);
+  if (stat.ms_entries != records_) {
+    return Status::Corruption("cannot resume the conversion in " + env_dir_.string() + ": data.mdb holds " +
+                           std::to_string(stat.ms_entries) + " records before the resume point, "
+                           "its journal says " + std::to_string(records_) +
+                           " (start again with --overwrite)");
+  }
+  return CommitBatch();
+}
 
 Status LmdbWriter::Start() {
   int rc = mdb_env_create(&env_);
@@ -237,6 +336,12 @@ Status LmdbWriter::Add(const RecordInput& record) {
   ++records_;
   payload_bytes_ += stored.size();
   label_count_ = std::max(label_count_, record.label + 1);
+  if (options_.resumable) {
+    bytes_since_checkpoint_ += stored.size();
+    const std::uint64_t every =
+        options_.checkpoint_bytes > 0 ? options_.checkpoint_bytes : kDefaultCheckpointBytes;
+    checkpoint_due_ = bytes_since_checkpoint_ >= every;
+  }
   if (batch_.size() >= options_.commit_records || arena_.size() >= kMaxBatchBytes) {
     PACKREC_RETURN_IF_ERROR(CommitBatch());
   }
@@ -270,6 +375,10 @@ Status LmdbWriter::Finish(const DatasetMetadata& metadata) {
   PACKREC_RETURN_IF_ERROR(SyncDirectory(out_.write_dir()));
   PACKREC_RETURN_IF_ERROR(out_.Commit());
   finished_ = true;
+  if (options_.resumable) {
+    std::error_code ignored;
+    fs::remove(out_.final_dir() / kResumeJournalName, ignored);
+  }
   return Status::OK();
 }
 
@@ -330,8 +439,9 @@ bool LooksLikeLmdbDataset(const fs::path& path) {
   return fs::is_regular_file(path / kDataFileName, ignored);
 }
 
-Result<std::unique_ptr<DatasetWriter>> CreateLmdbWriter(const fs::path& dir,
-                                                        const WriterOptions& options) {
+namespace {
+
+Status CheckLmdbOptions(const WriterOptions& options) {
   PACKREC_RETURN_IF_ERROR(ValidateCommonWriterOptions(options));
   if (options.commit_records == 0) {
     return Status::InvalidArgument("--commit-records must be at least 1");
@@ -340,15 +450,65 @@ Result<std::unique_ptr<DatasetWriter>> CreateLmdbWriter(const fs::path& dir,
     return Status::InvalidArgument("--map-size must be at least 1 MiB, got " +
                                    std::to_string(options.map_size_bytes));
   }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DatasetWriter>> CreateLmdbWriter(const fs::path& dir,
+                                                        const WriterOptions& options) {
+  PACKREC_RETURN_IF_ERROR(CheckLmdbOptions(options));
   PACKREC_ASSIGN_OR_RETURN(OutputDirectory out,
                            OutputDirectory::Prepare(dir, kDataFileName, options.overwrite));
   auto writer = std::make_unique<LmdbWriter>(std::move(out), options);
-  Status started = writer->Start();
+  Status started = options.resumable ? writer->StartJournal() : Status::OK();
+  if (started.ok()) started = writer->Start();
   if (!started.ok()) {
     writer->Abort();
     return started;
   }
   return std::unique_ptr<DatasetWriter>(std::move(writer));
+}
+
+}  // namespace packrec::lmdb
+
+namespace packrec::lmdb {
+
+Result<ResumedWriter> ResumeLmdbWriter(const fs::path& dir, const WriterOptions& options) {
+  PACKREC_RETURN_IF_ERROR(CheckLmdbOptions(options));
+  PACKREC_ASSIGN_OR_RETURN(OutputDirectory out, OutputDirectory::Reopen(dir));
+  const fs::path write_dir = out.write_dir();
+  PACKREC_ASSIGN_OR_RETURN(const ResumeJournal journal,
+                           ReadResumeJournal(write_dir / kResumeJournalName));
+  if (journal.format != "lmdb") {
+    return Status::InvalidArgument(dir.string() + " holds an interrupted " + journal.format +
+                                   " conversion, not an lmdb one");
+  }
+  // What Finish writes beside data.mdb, and a compaction cut short: the resumed Finish redoes it.
+  std::error_code error;
+  for (const char* stale : {"lock.mdb", "rejects.tsv", kDatumManifestName, kCompactDir}) {
+    fs::remove_all(write_dir / stale, error);
+  }
+  auto writer = std::make_unique<LmdbWriter>(std::move(out), options);
+  if (!fs::exists(write_dir / kDataFileName, error)) {
+    // Killed before data.mdb was made: nothing to keep.
+    if (journal.records != 0) {
+      return Status::Corruption("cannot resume the conversion in " + dir.string() +
+                             ": data.mdb is missing (start again with --overwrite)");
+    }
+    PACKREC_RETURN_IF_ERROR(writer->Start());
+  } else {
+    Status resumed = writer->ResumeAt(journal);
+    if (!resumed.ok()) {
+      writer->LeaveAsItIs();  // the interrupted conversion is not ours to throw away
+      return resumed;
+    }
+  }
+  ResumedWriter result;
+  result.records = journal.records;
+  result.caller_state = journal.caller_state;
+  result.writer = std::move(writer);
+  return result;
 }
 
 }  // namespace packrec::lmdb

@@ -13,6 +13,8 @@ namespace packrec::shard {
 bool LooksLikeShardDataset(const std::filesystem::path& path);
 Result<std::unique_ptr<DatasetWriter>> CreateShardWriter(const std::filesystem::path& dir,
                                                          const WriterOptions& options);
+Result<ResumedWriter> ResumeShardWriter(const std::filesystem::path& dir,
+                                        const WriterOptions& options);
 Result<std::unique_ptr<Reader>> OpenShardDataset(const std::filesystem::path& dir,
                                                  const OpenOptions& options);
 

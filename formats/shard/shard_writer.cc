@@ -1,6 +1,8 @@
 // The shard writer: records appended in order into shard-NNNNNN.pkr.tmp files, each sealed
 // (keys, index, footer, fsync, rename) when the next record would pass the size target; the
-// manifest is written last.
+// manifest is written last. Resumable (WriterOptions::resumable): every seal is a resume point,
+// and the journal lists the sealed shards, so a resumed run keeps them and redoes only the shard
+// that was open.
 
 #include <algorithm>
 #include <array>
@@ -15,6 +17,7 @@
 #include "core/file_io.h"
 #include "core/output_dir.h"
 #include "dataset/payload.h"
+#include "dataset/resume_journal.h"
 #include "shard/manifest.h"
 #include "shard/shard_format.h"
 #include "shard/shard_layout.h"
@@ -30,10 +33,31 @@ std::string ShardFileName(std::uint32_t shard_index) {
   return name;
 }
 
+// What a resume point needs besides the sealed shards' list: totals over them.
+struct SealedTotals {
+  std::uint64_t records = 0;
+  std::uint64_t payload_bytes = 0;
+  std::uint64_t file_bytes = 0;
+  std::uint32_t label_count = 0;
+};
+
 class ShardWriter final : public DatasetWriter {
  public:
   ShardWriter(OutputDirectory out, WriterOptions options)
       : out_(std::move(out)), dir_(out_.write_dir()), options_(std::move(options)) {}
+
+  // Continues after `sealed` (the resume point's shards, checked against the files).
+  void ResumeAfter(std::vector<ManifestShard> sealed, const SealedTotals& totals) {
+    sealed_ = std::move(sealed);
+    checkpointed_shards_ = sealed_.size();
+    sealed_totals_ = totals;
+    records_ = totals.records;
+    payload_bytes_ = totals.payload_bytes;
+    bytes_written_ = totals.file_bytes;
+    label_count_ = totals.label_count;
+  }
+  // The first journal, before any data file exists: the directory is then known to be ours.
+  Status StartJournal() { return WriteJournal(""); }
 
   ~ShardWriter() override {
     if (!finished_) Abort();
@@ -46,6 +70,9 @@ class ShardWriter final : public DatasetWriter {
   std::uint64_t bytes_written() const override {
     return bytes_written_ + (current_ ? current_->file->size() : 0);
   }
+  bool CheckpointDue() const override { return checkpoint_due_; }
+  Status Checkpoint(const std::function<std::string(std::uint64_t)>& caller_state) override;
+  std::uint64_t AbortKeepingCheckpoint() override;
 
  private:
   struct OpenShard {
@@ -55,10 +82,13 @@ class ShardWriter final : public DatasetWriter {
     std::uint64_t first_record = 0;
     std::vector<IndexEntry> entries;
     std::string keys;
+    std::uint64_t payload_bytes = 0;
+    std::uint32_t label_count = 0;
   };
 
   Status StartShard();
   Status SealShard();
+  Status WriteJournal(const std::string& caller_state);
 
   OutputDirectory out_;
   fs::path dir_;  // where files are written until out_.Commit()
@@ -71,6 +101,10 @@ class ShardWriter final : public DatasetWriter {
   std::uint64_t bytes_written_ = 0;
   std::uint32_t label_count_ = 0;
   std::vector<std::byte> compressed_;
+  // Resume points: the sealed shards the journal lists, and the totals over all sealed ones.
+  std::size_t checkpointed_shards_ = 0;
+  SealedTotals sealed_totals_;
+  bool checkpoint_due_ = false;
 };
 
 Status ShardWriter::StartShard() {
@@ -121,8 +155,65 @@ Status ShardWriter::SealShard() {
   sealed_.push_back({shard.name, shard.first_record, shard.entries.size(), shard.file->size(),
                      shard.file->checksum()});
   bytes_written_ += shard.file->size();
+  sealed_totals_.records += shard.entries.size();
+  sealed_totals_.payload_bytes += shard.payload_bytes;
+  sealed_totals_.file_bytes += shard.file->size();
+  sealed_totals_.label_count = std::max(sealed_totals_.label_count, shard.label_count);
   current_.reset();
+  checkpoint_due_ = options_.resumable;
   return Status::OK();
+}
+
+Status ShardWriter::WriteJournal(const std::string& caller_state) {
+  ResumeJournal journal;
+  journal.format = "shard";
+  journal.records = sealed_totals_.records;
+  nlohmann::json shards = nlohmann::json::array();
+  for (const ManifestShard& shard : sealed_) {
+    shards.push_back({{"file", shard.file},
+                      {"first_record", shard.first_record},
+                      {"record_count", shard.record_count},
+                      {"size_bytes", shard.size_bytes},
+                      {"xxh64", shard.xxh64}});
+  }
+  journal.writer = {{"shards", shards},
+                    {"payload_bytes", sealed_totals_.payload_bytes},
+                    {"label_count", sealed_totals_.label_count}};
+  journal.caller_state = caller_state;
+  PACKREC_RETURN_IF_ERROR(WriteResumeJournal(dir_ / kResumeJournalName, journal));
+  checkpointed_shards_ = sealed_.size();
+  return Status::OK();
+}
+
+// The sealed shards are already fsynced; the journal's own directory sync makes their renames
+// durable too.
+Status ShardWriter::Checkpoint(const std::function<std::string(std::uint64_t)>& caller_state) {
+  if (!options_.resumable) return Status::OK();
+  checkpoint_due_ = false;
+  return WriteJournal(caller_state(sealed_totals_.records));
+}
+
+std::uint64_t ShardWriter::AbortKeepingCheckpoint() {
+  if (finished_) return 0;
+  std::uint64_t kept = 0;
+  for (std::size_t i = 0; i < checkpointed_shards_; ++i) kept += sealed_[i].record_count;
+  if (!options_.resumable || kept == 0) {
+    Abort();
+    return 0;
+  }
+  std::error_code ignored;
+  if (current_) {
+    current_->file->Close().ok();  // the file is removed next; its close status is moot
+    fs::remove(current_->tmp_path, ignored);
+    current_.reset();
+  }
+  // Sealed after the last resume point: the journal does not know them.
+  for (std::size_t i = checkpointed_shards_; i < sealed_.size(); ++i) {
+    fs::remove(dir_ / sealed_[i].file, ignored);
+  }
+  out_.Keep();
+  finished_ = true;
+  return kept;
 }
 
 Status ShardWriter::Add(const RecordInput& record) {
@@ -165,6 +256,8 @@ Status ShardWriter::Add(const RecordInput& record) {
   PACKREC_RETURN_IF_ERROR(shard.file->Append(stored));
   shard.keys.append(record.key);
   shard.entries.push_back(entry);
+  shard.payload_bytes += stored.size();
+  shard.label_count = std::max(shard.label_count, record.label + 1);
   ++records_;
   payload_bytes_ += stored.size();
   label_count_ = std::max(label_count_, record.label + 1);
@@ -184,6 +277,11 @@ Status ShardWriter::Finish(const DatasetMetadata& metadata) {
   PACKREC_RETURN_IF_ERROR(WriteFileAtomically(dir_ / kManifestName, AsBytes(text)));
   PACKREC_RETURN_IF_ERROR(out_.Commit());
   finished_ = true;
+  if (options_.resumable) {
+    // The dataset is complete: a journal left by a kill just now would only say so again.
+    std::error_code ignored;
+    fs::remove(out_.final_dir() / kResumeJournalName, ignored);
+  }
   return Status::OK();
 }
 
@@ -207,8 +305,9 @@ bool LooksLikeShardDataset(const fs::path& path) {
   return fs::is_regular_file(path / kManifestName, ignored);
 }
 
-Result<std::unique_ptr<DatasetWriter>> CreateShardWriter(const fs::path& dir,
-                                                         const WriterOptions& options) {
+namespace {
+
+Status CheckShardOptions(const WriterOptions& options) {
   if (options.align_bytes == 0 || (options.align_bytes & (options.align_bytes - 1)) != 0 ||
       options.align_bytes > kMaxAlignBytes) {
     return Status::InvalidArgument("--align must be a power of two from 1 to 1048576, got " +
@@ -218,10 +317,108 @@ Result<std::unique_ptr<DatasetWriter>> CreateShardWriter(const fs::path& dir,
     return Status::InvalidArgument("--shard-size must be at least 4096 bytes, got " +
                                    std::to_string(options.shard_size_bytes));
   }
-  PACKREC_RETURN_IF_ERROR(ValidateCommonWriterOptions(options));
+  return ValidateCommonWriterOptions(options);
+}
+
+// A resume point's shards, each checked against its file (present, of the recorded size).
+Result<std::vector<ManifestShard>> JournalShards(const nlohmann::json& state, const fs::path& dir,
+                                                 SealedTotals& totals) {
+  const auto bad = [&](const std::string& why) {
+    return Status::Corruption("cannot resume the conversion in " + dir.string() + ": " + why +
+                           " (start again with --overwrite)");
+  };
+  const auto shards = state.find("shards");
+  if (shards == state.end() || !shards->is_array()) return bad("its journal lists no shards");
+  std::vector<ManifestShard> sealed;
+  for (const nlohmann::json& entry : *shards) {
+    ManifestShard shard;
+    try {
+      shard.file = entry.at("file").get<std::string>();
+      shard.first_record = entry.at("first_record").get<std::uint64_t>();
+      shard.record_count = entry.at("record_count").get<std::uint64_t>();
+      shard.size_bytes = entry.at("size_bytes").get<std::uint64_t>();
+      shard.xxh64 = entry.at("xxh64").get<std::uint64_t>();
+    } catch (const nlohmann::json::exception&) {
+      return bad("its journal has a damaged shard entry");
+    }
+    if (shard.file != ShardFileName(static_cast<std::uint32_t>(sealed.size())) ||
+        shard.first_record != totals.records) {
+      return bad("its journal's shard " + std::to_string(sealed.size()) + " is out of order");
+    }
+    std::error_code error;
+    const std::uint64_t size = fs::file_size(dir / shard.file, error);
+    if (error) return bad(shard.file + " is missing (" + error.message() + ")");
+    if (size != shard.size_bytes) {
+      return bad(shard.file + " is " + std::to_string(size) + " bytes; the journal says " +
+                 std::to_string(shard.size_bytes));
+    }
+    totals.records += shard.record_count;
+    totals.file_bytes += shard.size_bytes;
+    sealed.push_back(std::move(shard));
+  }
+  try {
+    totals.payload_bytes = state.at("payload_bytes").get<std::uint64_t>();
+    totals.label_count = state.at("label_count").get<std::uint32_t>();
+  } catch (const nlohmann::json::exception&) {
+    return bad("its journal has no totals");
+  }
+  return sealed;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DatasetWriter>> CreateShardWriter(const fs::path& dir,
+                                                         const WriterOptions& options) {
+  PACKREC_RETURN_IF_ERROR(CheckShardOptions(options));
   PACKREC_ASSIGN_OR_RETURN(OutputDirectory out,
                            OutputDirectory::Prepare(dir, kManifestName, options.overwrite));
-  return std::unique_ptr<DatasetWriter>(new ShardWriter(std::move(out), options));
+  auto writer = std::make_unique<ShardWriter>(std::move(out), options);
+  if (options.resumable) PACKREC_RETURN_IF_ERROR(writer->StartJournal());
+  return std::unique_ptr<DatasetWriter>(std::move(writer));
+}
+
+Result<ResumedWriter> ResumeShardWriter(const fs::path& dir, const WriterOptions& options) {
+  PACKREC_RETURN_IF_ERROR(CheckShardOptions(options));
+  PACKREC_ASSIGN_OR_RETURN(OutputDirectory out, OutputDirectory::Reopen(dir));
+  const fs::path write_dir = out.write_dir();
+  PACKREC_ASSIGN_OR_RETURN(const ResumeJournal journal,
+                           ReadResumeJournal(write_dir / kResumeJournalName));
+  if (journal.format != "shard") {
+    return Status::InvalidArgument(dir.string() + " holds an interrupted " + journal.format +
+                                   " conversion, not a shard one");
+  }
+  SealedTotals totals;
+  PACKREC_ASSIGN_OR_RETURN(std::vector<ManifestShard> sealed,
+                           JournalShards(journal.writer, write_dir, totals));
+  if (totals.records != journal.records) {
+    return Status::Corruption("cannot resume the conversion in " + dir.string() +
+                           ": its journal's shards hold " + std::to_string(totals.records) +
+                           " records, not " + std::to_string(journal.records));
+  }
+  // Everything the journal does not list was written after the resume point: the open shard,
+  // shards sealed since, a manifest being written.
+  std::error_code error;
+  std::vector<fs::path> stale;
+  for (const fs::directory_entry& entry : fs::directory_iterator(write_dir, error)) {
+    const std::string name = entry.path().filename().string();
+    const bool listed = std::any_of(sealed.begin(), sealed.end(),
+                                    [&](const ManifestShard& shard) { return shard.file == name; });
+    if (!listed && name != kResumeJournalName && name != ".packrec-staging") {
+      stale.push_back(entry.path());
+    }
+  }
+  if (error) return ErrnoStatus("list", write_dir, error.value());
+  for (const fs::path& path : stale) {
+    fs::remove_all(path, error);
+    if (error) return ErrnoStatus("remove", path, error.value());
+  }
+  auto writer = std::make_unique<ShardWriter>(std::move(out), options);
+  writer->ResumeAfter(std::move(sealed), totals);
+  ResumedWriter resumed;
+  resumed.records = journal.records;
+  resumed.caller_state = journal.caller_state;
+  resumed.writer = std::move(writer);
+  return resumed;
 }
 
 }  // namespace packrec::shard

@@ -39,6 +39,12 @@ struct ConvertOptions {
   // (merge.h) joins the parts into the dataset one conversion would have written.
   std::uint32_t part_index = 0;
   std::uint32_t part_count = 0;
+  // Continue the interrupted conversion at `output` (killed, or stopped by a full disk or a failed
+  // fsync) from its last resume point: same source and options, else refused. Nothing to
+  // continue: a plain conversion; a finished one: nothing to do (stats.already_complete). Image
+  // folders and list files into shard, lmdb or hdf5 (which starts its file again); see
+  // docs/reliability.md.
+  bool resume = false;
 };
 
 // The name of part `index` of `count` inside a parts directory: part-00002-of-00004.pkr (shard),
@@ -59,10 +65,12 @@ struct ConvertStats {
   std::vector<Reject> rejects;  // also written to OUTPUT/rejects.tsv
   std::vector<std::string> empty_classes;
   double elapsed_seconds = 0;
-  // Partitioned conversion: where the part went, and whether it was already complete (a re-run
-  // of a finished part of the same conversion does nothing and says so).
+  // Partitioned conversion: where the part went.
   std::filesystem::path part_path;
-  bool part_already_complete = false;
+  // Nothing was done: a re-run of a finished part, or --resume of a finished conversion.
+  bool already_complete = false;
+  // --resume: the records kept from the interrupted run (records_written counts them too).
+  std::uint64_t resumed_records = 0;
 };
 
 // Called from the writing thread after the first record, about every 200 ms, and after the last. A
@@ -76,8 +84,10 @@ using ProgressCallback = std::function<Status(const ConvertProgress&)>;
 // Errors: InvalidArgument (bad option; the message names it), NotFound (missing input, no images
 // found), AlreadyExists (output exists without overwrite), InvalidInput (an input that is not an
 // image, with on_error=kFail; names the file, its listing index and why), IOError (names the path).
-// On error nothing is left at the output path. With part_count > 0, a part interrupted earlier
-// (killed, disk full) is redone from scratch: its leftovers (PART.partial) are only ever its own.
+// On error nothing is left at the output path, except after a failure to write the output (a
+// full disk, a failed fsync): then the records up to the last resume point stay, for --resume (the
+// message says how many). With part_count > 0, a part interrupted earlier is redone from scratch
+// (its leftovers, PART.partial, are only ever its own), or continued with resume.
 Result<ConvertStats> Convert(const ConvertOptions& options, const ProgressCallback& progress = {});
 
 }  // namespace packrec

@@ -11,7 +11,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -64,6 +66,13 @@ struct WriterOptions {
   // Export formats (wds, tfrecord): class names written beside each record's label, when the
   // caller knows them up front (Convert passes the image folder's).
   std::vector<std::string> classes;
+  // shard, lmdb, hdf5: keep a resume point (a journal beside the data, written at each
+  // Checkpoint) so a conversion that was killed, or failed writing, continues where it stopped
+  // (ResumeDatasetWriter). Convert sets it; docs/reliability.md says what each format keeps.
+  bool resumable = false;
+  // lmdb, hdf5 (resumable): make the records durable and offer a checkpoint every this many
+  // payload bytes (0: 64 MiB). Shards offer one whenever a shard file is sealed.
+  std::uint64_t checkpoint_bytes = 0;
 };
 
 // One record as the writer takes it. `bytes` is only read during Add.
@@ -99,12 +108,50 @@ class DatasetWriter {
   virtual void Abort() = 0;
   virtual std::uint64_t records_written() const = 0;
   virtual std::uint64_t bytes_written() const = 0;
+
+  // Resumable writers (WriterOptions::resumable). True when records just became durable (a shard
+  // was sealed, an LMDB or HDF5 sync point passed), so a Checkpoint now costs only its journal.
+  virtual bool CheckpointDue() const { return false; }
+  // Makes the records added so far durable (shards: the sealed ones), then records a resume point
+  // for them in the journal, with `caller_state(records)`: what the caller needs back to continue
+  // after that many records (how far into its input it was). Not resumable: does nothing.
+  virtual Status Checkpoint(const std::function<std::string(std::uint64_t records)>& caller_state) {
+    (void)caller_state;
+    return Status::OK();
+  }
+  // After a failed Add, Checkpoint or Finish: removes what was written after the last resume
+  // point and keeps the rest, with its journal, for ResumeDatasetWriter; returns the records
+  // kept. With no resume point holding a record, removes everything as Abort does and returns 0.
+  virtual std::uint64_t AbortKeepingCheckpoint() {
+    Abort();
+    return 0;
+  }
 };
 
 // Creates a writer for `options.format` at directory `path`. Errors: AlreadyExists when `path`
 // exists and `overwrite` is false (or it is not a dataset), InvalidArgument for bad options.
 Result<std::unique_ptr<DatasetWriter>> CreateDatasetWriter(const std::filesystem::path& path,
                                                            const WriterOptions& options);
+
+// A writer reopened at the last resume point of an interrupted resumable conversion.
+struct ResumedWriter {
+  std::unique_ptr<DatasetWriter> writer;
+  std::uint64_t records = 0;  // the records it already holds; the next Add is record `records`
+  std::string caller_state;   // as the last Checkpoint stored it
+};
+
+// Reopens the interrupted resumable conversion at `path` (written in place, or staged beside an
+// older dataset it replaces) at its last resume point: whatever was written after it is removed.
+// `options` must be the interrupted run's (the caller compares its own state to make sure).
+// Errors: NotFound (no interrupted conversion there), InvalidArgument (it was of another format),
+// Corrupt (its files do not match its journal: start again with overwrite).
+Result<ResumedWriter> ResumeDatasetWriter(const std::filesystem::path& path,
+                                          const WriterOptions& options);
+
+// The caller state of the last resume point of an interrupted conversion at `path`, without
+// touching it; nullopt when there is none. InvalidArgument when it was of another format.
+Result<std::optional<std::string>> ReadResumeState(const std::filesystem::path& path,
+                                                   const std::string& format);
 
 // The names CreateDatasetWriter accepts.
 std::vector<std::string> WritableFormats();

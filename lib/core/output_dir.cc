@@ -40,7 +40,30 @@ Result<OutputDirectory> OutputDirectory::Prepare(const fs::path& dir, const char
   if (!fs::is_directory(fs::status(dir, error))) {
     return Status::AlreadyExists(dir.string() + " exists and is not a directory");
   }
+  // A run killed while writing its first journal leaves only that journal's temporary file.
+  const fs::path first_journal = dir / (std::string(kResumeJournalName) + ".tmp");
+  if (fs::exists(first_journal, error) && !fs::exists(dir / kResumeJournalName, error)) {
+    std::size_t entries = 0;
+    for (auto it = fs::directory_iterator(dir, error); !error && it != fs::directory_iterator();
+         it.increment(error)) {
+      ++entries;
+    }
+    if (entries == 1) fs::remove(first_journal, error);
+  }
   if (fs::is_empty(dir, error)) return out;
+  if (fs::exists(dir / kResumeJournalName, error)) {
+    if (!overwrite) {
+      return Status::AlreadyExists(
+          dir.string() +
+          " holds an interrupted conversion: pass --resume to continue it, or --overwrite to "
+          "start again");
+    }
+    for (const fs::directory_entry& entry : fs::directory_iterator(dir, error)) {
+      fs::remove_all(entry.path(), error);
+      if (error) return ErrnoStatus("remove", entry.path(), error.value());
+    }
+    return out;
+  }
   if (!fs::exists(dir / marker_file)) {
     return Status::AlreadyExists(dir.string() +
                                  " exists, is not empty and is not a packrec dataset; refusing "
@@ -65,6 +88,25 @@ Result<OutputDirectory> OutputDirectory::Prepare(const fs::path& dir, const char
   out.write_dir_ = staging;
   out.staged_ = true;
   return out;
+}
+
+Result<OutputDirectory> OutputDirectory::Reopen(const fs::path& dir) {
+  OutputDirectory out;
+  out.final_dir_ = dir;
+  std::error_code error;
+  if (fs::exists(dir / kResumeJournalName, error)) {
+    out.write_dir_ = dir;
+    return out;
+  }
+  const fs::path staging = StagingPath(dir);
+  if (fs::exists(staging / kStagingMarker, error) &&
+      fs::exists(staging / kResumeJournalName, error)) {
+    out.write_dir_ = staging;
+    out.staged_ = true;
+    return out;
+  }
+  return Status::NotFound("no interrupted conversion at " + dir.string() + " (no " +
+                          kResumeJournalName + ")");
 }
 
 Status OutputDirectory::Commit() {

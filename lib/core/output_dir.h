@@ -9,6 +9,11 @@
 
 namespace packrec {
 
+// The resume journal of an interrupted conversion (dataset/resume_journal.h): inside a dataset
+// directory (shard, lmdb); beside an HDF5 file, as FILE + kResumeJournalSuffix.
+inline constexpr char kResumeJournalName[] = "resume.json";
+inline constexpr char kResumeJournalSuffix[] = ".resume.json";
+
 class OutputDirectory {
  public:
   // For the dataset directory `dir`, whose presence is marked by `marker_file` (its manifest):
@@ -16,17 +21,26 @@ class OutputDirectory {
   // - an empty directory: written in place.
   // - a packrec dataset and `overwrite`: the new dataset is written to a sibling staging
   //   directory and swapped in by Commit, so the old one survives a failed or interrupted run.
+  // - an interrupted conversion (it holds a resume journal): with `overwrite` emptied and written
+  //   in place; otherwise AlreadyExists, saying to pass --resume or --overwrite.
   // - anything else: AlreadyExists ("pass --overwrite", or not a dataset); nothing is touched.
   static Result<OutputDirectory> Prepare(const std::filesystem::path& dir, const char* marker_file,
                                          bool overwrite);
+  // The directory an interrupted conversion of `dir` was writing: `dir` itself, or its staging
+  // directory when it was replacing a dataset there; the one holding a resume journal. NotFound
+  // when neither does.
+  static Result<OutputDirectory> Reopen(const std::filesystem::path& dir);
 
   // Where the files go until Commit.
   const std::filesystem::path& write_dir() const { return write_dir_; }
+  const std::filesystem::path& final_dir() const { return final_dir_; }
   // Makes what was written visible at the final path: nothing to do when written in place; an
   // atomic exchange with the old dataset (which is then removed) when staged.
   Status Commit();
   // Removes everything written; the final path is left as it was before Prepare.
   void Abort();
+  // Leaves what was written where it is (a resumable conversion keeping its resume point).
+  void Keep() { settled_ = true; }
 
  private:
   std::filesystem::path final_dir_;

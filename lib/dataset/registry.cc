@@ -4,6 +4,7 @@
 #include <string>
 #include <system_error>
 
+#include "dataset/resume_journal.h"
 #include "hdf5/hdf5_format.h"
 #include "lmdb/lmdb_format.h"
 #include "packrec/reader.h"
@@ -23,12 +24,16 @@ struct FormatEntry {
   bool (*looks_like)(const fs::path&);
   Result<std::unique_ptr<Reader>> (*open)(const fs::path&, const OpenOptions&);
   Result<std::unique_ptr<DatasetWriter>> (*create)(const fs::path&, const WriterOptions&);
+  Result<ResumedWriter> (*resume)(const fs::path&, const WriterOptions&);
 };
 
 constexpr std::array<FormatEntry, 3> kFormats = {{
-    {"shard", shard::LooksLikeShardDataset, shard::OpenShardDataset, shard::CreateShardWriter},
-    {"lmdb", lmdb::LooksLikeLmdbDataset, lmdb::OpenLmdbDataset, lmdb::CreateLmdbWriter},
-    {"hdf5", hdf5::LooksLikeHdf5Dataset, hdf5::OpenHdf5Dataset, hdf5::CreateHdf5Writer},
+    {"shard", shard::LooksLikeShardDataset, shard::OpenShardDataset, shard::CreateShardWriter,
+     shard::ResumeShardWriter},
+    {"lmdb", lmdb::LooksLikeLmdbDataset, lmdb::OpenLmdbDataset, lmdb::CreateLmdbWriter,
+     lmdb::ResumeLmdbWriter},
+    {"hdf5", hdf5::LooksLikeHdf5Dataset, hdf5::OpenHdf5Dataset, hdf5::CreateHdf5Writer,
+     hdf5::ResumeHdf5Writer},
 }};
 
 struct ExportEntry {
@@ -71,6 +76,38 @@ Result<std::unique_ptr<DatasetWriter>> CreateDatasetWriter(const fs::path& path,
   std::string known;
   for (const std::string& name : WritableFormats()) known += (known.empty() ? "" : ", ") + name;
   return Status::InvalidArgument("--format '" + options.format + "' is not one of: " + known);
+}
+
+Result<ResumedWriter> ResumeDatasetWriter(const fs::path& path, const WriterOptions& options) {
+  for (const FormatEntry& format : kFormats) {
+    if (options.format == format.name) return format.resume(path, options);
+  }
+  return Status::InvalidArgument("--resume applies to the shard, lmdb and hdf5 formats, not '" +
+                                 options.format + "'");
+}
+
+Result<std::optional<std::string>> ReadResumeState(const fs::path& path,
+                                                   const std::string& format) {
+  fs::path journal_path;
+  if (format == "hdf5") {
+    journal_path = path;
+    journal_path += kResumeJournalSuffix;
+  } else {
+    Result<OutputDirectory> interrupted = OutputDirectory::Reopen(path);
+    if (!interrupted.ok()) return std::optional<std::string>();
+    journal_path = interrupted->write_dir() / kResumeJournalName;
+  }
+  Result<ResumeJournal> journal = ReadResumeJournal(journal_path);
+  if (!journal.ok()) {
+    if (journal.status().code() == StatusCode::kNotFound) return std::optional<std::string>();
+    return journal.status();
+  }
+  if (journal->format != format) {
+    return Status::InvalidArgument(path.string() + " holds an interrupted " + journal->format +
+                                   " conversion: resume it with --format " + journal->format +
+                                   ", or pass --overwrite to start again");
+  }
+  return std::optional<std::string>(journal->caller_state);
 }
 
 fs::path RejectsFilePath(const fs::path& path, const std::string& format) {

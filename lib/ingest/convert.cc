@@ -17,6 +17,7 @@
 #include "core/checksum.h"
 #include "core/endian.h"
 #include "core/file_io.h"
+#include "core/output_dir.h"
 #include "ingest/listing_hash.h"
 #include "packrec/image.h"
 #include "packrec/reader.h"
@@ -109,6 +110,15 @@ Status ValidateOptions(const ConvertOptions& options) {
     return Status::InvalidArgument("--resize-short must be at most 65535, got " +
                                    std::to_string(options.resize_short));
   }
+  if (options.resume && options.writer.overwrite) {
+    return Status::InvalidArgument(
+        "--resume continues an interrupted conversion and --overwrite starts again: pass one");
+  }
+  const std::string& format = options.writer.format;
+  if (options.resume && format != "shard" && format != "lmdb" && format != "hdf5") {
+    return Status::InvalidArgument("--resume applies to the shard, lmdb and hdf5 formats, not " +
+                                   format + " (an export is rewritten from the start)");
+  }
   return Status::OK();
 }
 
@@ -191,11 +201,15 @@ std::uint64_t ExpectedPayloadBytes(const SourceListing& listing, const ConvertOp
 // Readers fill slots in a ring of `window` entries; the writer empties them in index order.
 class OrderedPrefetch {
  public:
-  OrderedPrefetch(const SourceListing& listing, const ConvertOptions& options, unsigned threads)
+  // Prepares items first, first + 1, ...
+  OrderedPrefetch(const SourceListing& listing, const ConvertOptions& options, unsigned threads,
+                  std::size_t first = 0)
       : listing_(listing),
         options_(options),
         window_(std::max<std::size_t>(64, threads * 8)),
-        ring_(window_) {
+        ring_(window_),
+        next_claim_(first),
+        next_take_(first) {
     for (unsigned t = 0; t < threads; ++t) workers_.emplace_back([this] { Work(); });
   }
 
@@ -208,7 +222,7 @@ class OrderedPrefetch {
     for (std::thread& worker : workers_) worker.join();
   }
 
-  // REQUIRES: called for 0, 1, 2, ... in order.
+  // REQUIRES: called for first, first + 1, ... in order.
   Prepared Take(std::size_t index) {
     std::unique_lock lock(mutex_);
     ready_.wait(lock, [&] { return ring_[index % window_].has_value(); });
@@ -246,8 +260,8 @@ class OrderedPrefetch {
   std::mutex mutex_;
   std::condition_variable ready_;
   std::condition_variable space_;
-  std::size_t next_claim_ = 0;
-  std::size_t next_take_ = 0;
+  std::size_t next_claim_;
+  std::size_t next_take_;
   bool stop_ = false;
   std::vector<std::thread> workers_;
 };
@@ -293,18 +307,126 @@ Status MovePart(const fs::path& from, const fs::path& to, const std::string& for
 
 // Seals the dataset when everything went well (else removes what was written) and completes the
 // stats; the rejects go into the metadata first.
+// A failure of the writer itself (a full disk, a failed fsync) keeps the writer's last resume
+// point, so the same command with --resume continues from it once the cause is fixed; any other
+// failure (a bad input, a cancel) removes everything.
 Result<ConvertStats> FinishConversion(DatasetWriter& writer, DatasetMetadata& metadata,
-                                      Status failure, ConvertStats stats, Clock::time_point start) {
+                                      Status failure, bool writer_failed, ConvertStats stats,
+                                      Clock::time_point start) {
   metadata.rejects = stats.rejects;
-  if (failure.ok()) failure = writer.Finish(metadata);
+  if (failure.ok()) {
+    failure = writer.Finish(metadata);
+    writer_failed = true;
+  }
   if (!failure.ok()) {
-    writer.Abort();
-    return failure;
+    const std::uint64_t kept = writer_failed ? writer.AbortKeepingCheckpoint() : 0;
+    if (kept == 0) {
+      writer.Abort();
+      return failure;
+    }
+    return Status(failure.code(), failure.message() + "; the first " + std::to_string(kept) +
+                                      " records are kept: once that is fixed, run the same "
+                                      "command with --resume to continue");
   }
   stats.records_written = writer.records_written();
   stats.output_bytes = writer.bytes_written();
   stats.elapsed_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return stats;
+}
+
+// Where a listing conversion starts: item 0 with a new writer, or, with --resume, the interrupted
+// run's writer reopened at its last resume point and the listing position that point recorded.
+struct ConvertStart {
+  std::unique_ptr<DatasetWriter> writer;
+  std::uint64_t next_item = 0;
+  std::uint64_t input_bytes = 0;
+  std::vector<Reject> rejects;
+  std::vector<std::uint64_t> reject_items;  // each reject's listing index
+  std::uint64_t resumed_records = 0;
+};
+
+// What a resume point records of the conversion (the writer's journal carries it): the listing
+// and options it is of, and how far into the listing its records reach.
+std::string CallerState(const DatasetMetadata& metadata, std::uint64_t next_item,
+                        std::uint64_t input_bytes, const std::vector<Reject>& rejects,
+                        const std::vector<std::uint64_t>& reject_items) {
+  nlohmann::json json;
+  json["listing_hash"] = metadata.listing_hash;
+  json["options"] = nlohmann::json::parse(metadata.options_json);
+  json["next_item"] = next_item;
+  json["input_bytes"] = input_bytes;
+  nlohmann::json kept = nlohmann::json::array();
+  for (std::size_t i = 0; i < rejects.size() && reject_items[i] < next_item; ++i) {
+    kept.push_back({{"item", reject_items[i]},
+                    {"path", rejects[i].path},
+                    {"reason", rejects[i].reason}});
+  }
+  json["rejects"] = std::move(kept);
+  return json.dump();
+}
+
+// Reads a resume point's caller state into `start`, after checking it is of this conversion.
+// `check_counts`: also that its records and rejects add up to its position (known only once the
+// writer is reopened and says how many records it holds).
+Status RestoreCallerState(const std::string& text, const DatasetMetadata& metadata,
+                          const ConvertOptions& options, std::uint64_t items, bool check_counts,
+                          ConvertStart& start) {
+  if (text.empty()) return Status::OK();  // the first journal: nothing written yet
+  const nlohmann::json json = nlohmann::json::parse(text, nullptr, false);
+  const std::string where = options.output.string();
+  const auto refuse = [&](const std::string& why) {
+    return Status::AlreadyExists(where + " holds an interrupted conversion " + why +
+                                 "; pass --overwrite to start again");
+  };
+  if (json.is_discarded() || !json.is_object()) return refuse("with a damaged resume journal");
+  try {
+    if (json.at("listing_hash").get<std::string>() != metadata.listing_hash) {
+      return refuse("of another listing (the input changed since)");
+    }
+    if (json.at("options") != nlohmann::json::parse(metadata.options_json)) {
+      return refuse("with other options (" + json.at("options").dump() + ")");
+    }
+    start.next_item = json.at("next_item").get<std::uint64_t>();
+    start.input_bytes = json.at("input_bytes").get<std::uint64_t>();
+    for (const nlohmann::json& reject : json.at("rejects")) {
+      start.reject_items.push_back(reject.at("item").get<std::uint64_t>());
+      start.rejects.push_back(
+          {reject.at("path").get<std::string>(), reject.at("reason").get<std::string>()});
+    }
+  } catch (const nlohmann::json::exception&) {
+    return refuse("with a damaged resume journal");
+  }
+  if (start.next_item > items ||
+      (check_counts && start.next_item - start.rejects.size() != start.resumed_records)) {
+    return refuse("whose journal does not add up (" + std::to_string(start.resumed_records) +
+                  " records and " + std::to_string(start.rejects.size()) + " rejects before item " +
+                  std::to_string(start.next_item) + ")");
+  }
+  return Status::OK();
+}
+
+Result<ConvertStart> StartConversion(const ConvertOptions& options,
+                                     const WriterOptions& writer_options,
+                                     const DatasetMetadata& metadata, std::uint64_t items) {
+  ConvertStart start;
+  if (options.resume) {
+    PACKREC_ASSIGN_OR_RETURN(const std::optional<std::string> state,
+                             ReadResumeState(options.output, writer_options.format));
+    if (state) {
+      // Checked before the writer is reopened: reopening drops what came after the resume point.
+      ConvertStart check;
+      PACKREC_RETURN_IF_ERROR(RestoreCallerState(*state, metadata, options, items, false, check));
+      PACKREC_ASSIGN_OR_RETURN(ResumedWriter resumed,
+                               ResumeDatasetWriter(options.output, writer_options));
+      start.resumed_records = resumed.records;
+      PACKREC_RETURN_IF_ERROR(
+          RestoreCallerState(resumed.caller_state, metadata, options, items, true, start));
+      start.writer = std::move(resumed.writer);
+      return start;
+    }
+  }
+  PACKREC_ASSIGN_OR_RETURN(start.writer, CreateDatasetWriter(options.output, writer_options));
+  return start;
 }
 
 Result<ConvertStats> ConvertItems(const ConvertOptions& options, const SourceListing& listing,
@@ -313,28 +435,64 @@ Result<ConvertStats> ConvertItems(const ConvertOptions& options, const SourceLis
   WriterOptions writer_options = options.writer;
   writer_options.expected_payload_bytes = ExpectedPayloadBytes(listing, options);
   writer_options.classes = listing.classes;
-  PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<DatasetWriter> writer,
-                           CreateDatasetWriter(options.output, writer_options));
+  writer_options.resumable = true;
+  PACKREC_ASSIGN_OR_RETURN(ConvertStart begin,
+                           StartConversion(options, writer_options, metadata, listing.items.size()));
+  DatasetWriter* writer = begin.writer.get();
   ConvertStats stats;
   stats.empty_classes = listing.empty_classes;
+  stats.resumed_records = begin.resumed_records;
+  stats.input_bytes = begin.input_bytes;
+  stats.rejects = std::move(begin.rejects);
+  std::vector<std::uint64_t> reject_items = std::move(begin.reject_items);
   ConvertProgress report;
   report.records_total = listing.items.size();
   Clock::time_point last_report = start;
   const unsigned threads =
       options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  // The records added since the last resume point: record number, listing index, input bytes
+  // before it. A resume point covering `records` records then knows where in the listing it is.
+  struct Added {
+    std::uint64_t record;
+    std::uint64_t item;
+    std::uint64_t input_bytes_before;
+  };
+  std::deque<Added> since_checkpoint;
+  std::uint64_t added = begin.resumed_records;
+  std::size_t i = begin.next_item;
+  const auto caller_state = [&](std::uint64_t records) {
+    while (!since_checkpoint.empty() && since_checkpoint.front().record < records) {
+      since_checkpoint.pop_front();
+    }
+    const std::uint64_t next_item = since_checkpoint.empty() ? i + 1 : since_checkpoint.front().item;
+    const std::uint64_t input_bytes =
+        since_checkpoint.empty() ? stats.input_bytes : since_checkpoint.front().input_bytes_before;
+    return CallerState(metadata, next_item, input_bytes, stats.rejects, reject_items);
+  };
   Status failure;
+  bool writer_failed = false;
   {
-    OrderedPrefetch prefetch(listing, options, threads);
-    for (std::size_t i = 0; i < listing.items.size(); ++i) {
+    OrderedPrefetch prefetch(listing, options, threads, i);
+    for (; i < listing.items.size(); ++i) {
       Prepared prepared = prefetch.Take(i);
       const SourceItem& item = listing.items[i];
+      const std::uint64_t input_bytes_before = stats.input_bytes;
       stats.input_bytes += prepared.input_bytes;
       if (prepared.status.ok()) {
         RecordInput record{item.key, item.label, prepared.bytes, prepared.image};
+        since_checkpoint.push_back({added, i, input_bytes_before});
         failure = writer->Add(record);
-        if (!failure.ok()) break;
+        if (failure.ok()) {
+          ++added;
+          if (writer->CheckpointDue()) failure = writer->Checkpoint(caller_state);
+        }
+        if (!failure.ok()) {
+          writer_failed = true;
+          break;
+        }
       } else if (options.on_error == OnError::kSkip) {
         stats.rejects.push_back({item.path.string(), prepared.status.message()});
+        reject_items.push_back(i);
       } else {
         failure = Status::InvalidInput(item.path.string() + " (input " +
                                        std::to_string(listing_offset + i) +
@@ -345,7 +503,7 @@ Result<ConvertStats> ConvertItems(const ConvertOptions& options, const SourceLis
       report.records_done = i + 1;
       report.input_bytes = stats.input_bytes;
       const Clock::time_point now = Clock::now();
-      if (progress && (i == 0 || now - last_report > std::chrono::milliseconds(200) ||
+      if (progress && (i == begin.next_item || now - last_report > std::chrono::milliseconds(200) ||
                        i + 1 == listing.items.size())) {
         report.elapsed_seconds = std::chrono::duration<double>(now - start).count();
         failure = progress(report);
@@ -360,7 +518,28 @@ Result<ConvertStats> ConvertItems(const ConvertOptions& options, const SourceLis
                                    " were rejected; the first: " + stats.rejects.front().path +
                                    ": " + stats.rejects.front().reason);
   }
-  return FinishConversion(*writer, metadata, failure, std::move(stats), start);
+  return FinishConversion(*writer, metadata, failure, writer_failed, std::move(stats), start);
+}
+
+// With --resume: a dataset at `path` that is this conversion, finished (the run was killed after
+// the dataset became whole, or resumed twice). Its record count; nullopt when there is none.
+std::optional<std::uint64_t> FinishedConversionRecords(const fs::path& path,
+                                                       const DatasetMetadata& metadata,
+                                                       const std::string& format) {
+  Result<std::unique_ptr<Reader>> existing = OpenDataset(path);
+  if (!existing.ok()) return std::nullopt;
+  const DatasetInfo& info = (*existing)->info();
+  const nlohmann::json theirs = nlohmann::json::parse(info.options_json, nullptr, false);
+  if (info.listing_hash != metadata.listing_hash || theirs.is_discarded() ||
+      theirs != nlohmann::json::parse(metadata.options_json)) {
+    return std::nullopt;
+  }
+  // A journal the kill left inside the finished dataset says nothing more.
+  std::error_code ignored;
+  fs::remove(format == "hdf5" ? fs::path(path.string() + kResumeJournalSuffix)
+                              : path / kResumeJournalName,
+             ignored);
+  return (*existing)->size();
 }
 
 Result<ConvertStats> ConvertListing(const ConvertOptions& options, const ProgressCallback& progress,
@@ -398,7 +577,7 @@ Result<ConvertStats> ConvertListing(const ConvertOptions& options, const Progres
       if (done) {
         ConvertStats stats;
         stats.part_path = final_path;
-        stats.part_already_complete = true;
+        stats.already_complete = true;
         stats.records_written = *done;
         return stats;
       }
@@ -413,9 +592,12 @@ Result<ConvertStats> ConvertListing(const ConvertOptions& options, const Progres
     std::error_code error;
     fs::create_directories(options.output, error);
     if (error) return ErrnoStatus("create directory", options.output, error.value());
-    fs::remove_all(write.output, error);
-    fs::remove(fs::path(write.output.string() + ".tmp"), error);
-    fs::remove(fs::path(write.output.string() + ".payloads.tmp"), error);
+    if (!options.resume) {
+      fs::remove_all(write.output, error);
+      fs::remove(fs::path(write.output.string() + ".tmp"), error);
+      fs::remove(fs::path(write.output.string() + ".payloads.tmp"), error);
+      fs::remove(fs::path(write.output.string() + kResumeJournalSuffix), error);
+    }
     write.writer.overwrite = false;
     Result<ConvertStats> stats = ConvertItems(write, listing, metadata, progress, start, begin);
     if (!stats.ok()) return stats;
@@ -424,6 +606,15 @@ Result<ConvertStats> ConvertListing(const ConvertOptions& options, const Progres
     return stats;
   }
   metadata.options_json = OptionsJson(options);
+  if (options.resume) {
+    if (const auto done =
+            FinishedConversionRecords(options.output, metadata, options.writer.format)) {
+      ConvertStats stats;
+      stats.already_complete = true;
+      stats.records_written = *done;
+      return stats;
+    }
+  }
   return ConvertItems(options, listing, metadata, progress, start);
 }
 
@@ -521,6 +712,10 @@ Result<ConvertStats> ConvertStream(const ConvertOptions& options, SourceFormat f
                                    " source streams in its own order (shuffle at load time: "
                                    "the loader's shuffle is global)");
   }
+  if (options.resume) {
+    return Status::InvalidArgument("--resume applies to image folders and list files; a " + name +
+                                   " import is converted again from the start (pass --overwrite)");
+  }
   if (options.part_count > 0) {
     return Status::InvalidArgument("--part needs the whole listing up front; a " + name +
                                    " source streams (split its files between tasks instead)");
@@ -538,6 +733,7 @@ Result<ConvertStats> ConvertStream(const ConvertOptions& options, SourceFormat f
   Clock::time_point last_report = start;
   Xxh64Stream items_hash;
   Status failure;
+  bool writer_failed = false;
   std::uint64_t done = 0;
   {
     SourcePump pump(*source);
@@ -555,7 +751,10 @@ Result<ConvertStats> ConvertStream(const ConvertOptions& options, SourceFormat f
       if (prepared.status.ok()) {
         RecordInput input{record.key, record.label, prepared.bytes, prepared.image};
         failure = writer->Add(input);
-        if (!failure.ok()) break;
+        if (!failure.ok()) {
+          writer_failed = true;
+          break;
+        }
         HashListingItem(items_hash, record.key, record.label);
       } else if (options.on_error == OnError::kSkip) {
         stats.rejects.push_back({record.origin, prepared.status.message()});
@@ -612,7 +811,7 @@ Result<ConvertStats> ConvertStream(const ConvertOptions& options, SourceFormat f
         options.source_options.raw_pixels == RawPixels::kRaw ? "raw" : "png";
   }
   metadata.options_json = options_json.dump();
-  return FinishConversion(*writer, metadata, failure, std::move(stats), start);
+  return FinishConversion(*writer, metadata, failure, writer_failed, std::move(stats), start);
 }
 
 }  // namespace

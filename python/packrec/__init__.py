@@ -82,8 +82,8 @@ def _print_progress(state):
 
 def convert(source, output, format="shard", *, shard_size="256MiB", align=64, compress=None,
             threads=0, shuffle=False, seed=None, on_error="fail", list_format="auto", root=None,
-            resize_short=0, quality=0, overwrite=False, lmdb_values="packrec", map_size=0,
-            hdf5_layout="encoded", size=None, progress=None, part=None, from_="auto",
+            resize_short=0, quality=0, overwrite=False, resume=False, lmdb_values="packrec",
+            map_size=0, hdf5_layout="encoded", size=None, progress=None, part=None, from_="auto",
             image_field=None, label_field=None, key_field=None, caffe_raw="png"):
     """Packs an image folder (SRC/<class>/<file>), a list file, or another tool's container
     (WebDataset tars, a glob or brace pattern of them, TFRecord, RecordIO, MDS, a Caffe LMDB, a
@@ -99,14 +99,17 @@ def convert(source, output, format="shard", *, shard_size="256MiB", align=64, co
     hdf5_layout ("encoded" or "pixels") with size=(height, width).
     part=(index, count): convert only that part of the listing into
     output/part-IIIII-of-NNNNN.pkr|.lmdb|.h5 (`--part I/N`); join the parts with packrec.merge.
-    A finished part is not redone (the result says part_already_complete); an interrupted one is.
+    A finished part is not redone (the result says already_complete); an interrupted one is.
+    resume=True (`--resume`): continue the conversion into output that was killed or stopped by
+    a write error from its last resume point (resumed_records says how many records were kept;
+    a finished one: already_complete). docs/reliability.md.
     progress: a callable taking {records_done, records_total, input_bytes, elapsed_seconds},
     called after the first record and about every 200 ms; True prints a line to stderr. An
     exception it raises (or Ctrl-C) stops the conversion, removes the partial output and
     propagates. The GIL is released while converting.
 
     Returns {records_written, input_bytes, output_bytes, rejects: [(path, reason)],
-    empty_classes, elapsed_seconds}.
+    empty_classes, elapsed_seconds, already_complete, resumed_records}.
     """
     _choice("format", format, ("shard", "lmdb", "hdf5", "wds", "tfrecord", "recordio"))
     _choice("from_", from_, ("auto", "folder", "list", "wds", "tfrecord", "recordio", "mds",
@@ -129,7 +132,7 @@ def convert(source, output, format="shard", *, shard_size="256MiB", align=64, co
     return _convert(os.fspath(source), os.fspath(output), format, _size_bytes("shard_size", shard_size),
                     int(align), codec, level, int(threads), shuffle_seed, on_error, list_format,
                     os.fspath(root) if root is not None else "", int(resize_short), int(quality),
-                    bool(overwrite), lmdb_values, _size_bytes("map_size", map_size), hdf5_layout,
+                    bool(overwrite), bool(resume), lmdb_values, _size_bytes("map_size", map_size), hdf5_layout,
                     size, part,
                     {"from": from_, "image_field": image_field or "", "label_field": label_field or "",
                      "key_field": key_field or "", "caffe_raw": caffe_raw},

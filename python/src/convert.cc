@@ -30,6 +30,7 @@ struct ConvertArguments {
   std::uint32_t resize_short;
   int quality;
   bool overwrite;
+  bool resume;
   std::string lmdb_values;  // packrec | caffe-datum
   std::uint64_t map_size;
   std::string hdf5_layout;                                            // encoded | pixels
@@ -52,6 +53,7 @@ ConvertOptions ToOptions(const ConvertArguments& args) {
                                                                : Compression::kNone;
   options.writer.compression_level = args.compression_level;
   options.writer.overwrite = args.overwrite;
+  options.resume = args.resume;
   options.writer.map_size_bytes = args.map_size;
   options.writer.lmdb_values =
       args.lmdb_values == "caffe-datum" ? LmdbValues::kCaffeDatum : LmdbValues::kPackrec;
@@ -129,10 +131,9 @@ py::dict RunConvert(const ConvertArguments& args, const py::object& progress) {
   out["rejects"] = rejects;
   out["empty_classes"] = done.empty_classes;
   out["elapsed_seconds"] = done.elapsed_seconds;
-  if (args.part) {
-    out["part_path"] = done.part_path.string();
-    out["part_already_complete"] = done.part_already_complete;
-  }
+  out["already_complete"] = done.already_complete;
+  out["resumed_records"] = done.resumed_records;
+  if (args.part) out["part_path"] = done.part_path.string();
   return out;
 }
 
@@ -145,7 +146,7 @@ void BindConvert(py::module_& module) {
          std::uint32_t align, std::string compression, int compression_level, unsigned threads,
          std::optional<std::uint64_t> shuffle_seed, std::string on_error, std::string list_format,
          std::string list_root, std::uint32_t resize_short, int quality, bool overwrite,
-         std::string lmdb_values, std::uint64_t map_size, std::string hdf5_layout,
+         bool resume, std::string lmdb_values, std::uint64_t map_size, std::string hdf5_layout,
          std::optional<std::pair<std::uint32_t, std::uint32_t>> pixel_size,
          std::optional<std::pair<std::uint32_t, std::uint32_t>> part,
          std::map<std::string, std::string> import_options, const py::object& progress) {
@@ -164,6 +165,7 @@ void BindConvert(py::module_& module) {
                            resize_short,
                            quality,
                            overwrite,
+                           resume,
                            std::move(lmdb_values),
                            map_size,
                            std::move(hdf5_layout),

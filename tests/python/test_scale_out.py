@@ -34,7 +34,7 @@ def test_parts_from_python_merge_into_the_single_conversion(tree, tmp_path):
             for i in range(3)]
     assert [d["part_path"].endswith(f"part-0000{i}-of-00003.lmdb") for i, d in enumerate(done)] == [True] * 3
     again = packrec.convert(tree, tmp_path / "parts", format="lmdb", part=(1, 3), shuffle=True, seed=1)
-    assert again["part_already_complete"]
+    assert again["already_complete"]
     stats = packrec.merge(tmp_path / "merged.lmdb", tmp_path / "parts", remove_parts=True)
     assert stats["parts"] == 3 and stats["records"] == 120
     assert records(single)[0] == records(tmp_path / "merged.lmdb")[0]

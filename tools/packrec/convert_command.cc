@@ -131,6 +131,14 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 50))
       ->default_str("0");
   command
+      ->add_option("--checkpoint-every", args->options.writer.checkpoint_bytes,
+                   "lmdb: sync and record a resume point every this many bytes of images (the "
+                   "most a kill or a full disk makes --resume redo; 0: 64MiB). Shards record one "
+                   "per sealed shard; hdf5 none (a resumed hdf5 conversion starts again)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 50))
+      ->default_str("0");
+  command
       ->add_option("--lmdb-values", args->lmdb_values,
                    "lmdb: packrec (packrec's value header, key and image) or caffe-datum "
                    "(caffe.Datum protobufs with encoded=true, read by Caffe and DALI's "
@@ -221,7 +229,12 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
           },
           "I/N"));
   command->add_flag("--overwrite", args->options.writer.overwrite,
-                    "Replace OUT if it already holds a packrec dataset");
+                    "Replace OUT if it already holds a packrec dataset (or an interrupted "
+                    "conversion)");
+  command->add_flag("--resume", args->options.resume,
+                    "Continue the conversion into OUT that was killed or stopped by a write "
+                    "error, from its last resume point (same SRC and options; a finished one is "
+                    "left as it is; nothing to continue: a plain conversion)");
   command->add_flag("-q,--quiet", args->quiet, "No progress line");
   command->add_flag("--json", args->json, "Print the summary as JSON");
   command->callback([args, command, &exit_code] {
@@ -267,16 +280,22 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
       return;
     }
     const std::string written = options.part_count > 0 ? stats->part_path.string() : args->output;
-    if (stats->part_already_complete) {
-      std::printf("part %u/%u is already complete in %s (%llu records); nothing to do\n",
-                  options.part_index, options.part_count, written.c_str(),
-                  static_cast<unsigned long long>(stats->records_written));
+    if (stats->already_complete) {
+      if (options.part_count > 0) {
+        std::printf("part %u/%u is already complete in %s (%llu records); nothing to do\n",
+                    options.part_index, options.part_count, written.c_str(),
+                    static_cast<unsigned long long>(stats->records_written));
+      } else {
+        std::printf("%s is already complete (%llu records); nothing to do\n", written.c_str(),
+                    static_cast<unsigned long long>(stats->records_written));
+      }
       return;
     }
     if (args->json) {
       nlohmann::json out;
       out["output"] = written;
       out["records"] = stats->records_written;
+      out["resumed_records"] = stats->resumed_records;
       out["rejected"] = stats->rejects.size();
       out["input_bytes"] = stats->input_bytes;
       out["output_bytes"] = stats->output_bytes;
@@ -291,6 +310,10 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
                 HumanBytes(stats->output_bytes).c_str(), written.c_str(), seconds,
                 static_cast<double>(stats->records_written) / seconds,
                 static_cast<double>(stats->input_bytes) / 1e6 / seconds);
+    if (stats->resumed_records > 0) {
+      std::printf("resumed: %llu of these records were kept from the interrupted run\n",
+                  static_cast<unsigned long long>(stats->resumed_records));
+    }
     for (const std::string& name : stats->empty_classes) {
       std::printf("warning: class folder '%s' holds no image files (its label is kept)\n",
                   name.c_str());

@@ -1,0 +1,192 @@
+// `packrec convert` killed with SIGKILL at random points, then run again with --resume (itself
+// killed at random points too): the result equals an uninterrupted conversion record for record
+// (shards: byte for byte), with the same rejects, nothing temporary left, and it verifies.
+// PACKREC_KILL_RUNS sets the kill points per format (the stress label runs 70 x 3).
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../formats/shard_test_util.h"
+#include "packrec/dataset_ops.h"
+#include "packrec/reader.h"
+#include "test_util.h"
+
+extern char** environ;
+
+namespace packrec {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct Outcome {
+  bool killed = false;  // the signal landed before the process finished
+  int exit_code = -1;
+};
+
+// Starts the CLI with `args`, sends SIGKILL after `delay`, and reaps it.
+Outcome RunAndKill(const std::vector<std::string>& args, std::chrono::microseconds delay) {
+  std::vector<std::string> all = {PACKREC_CLI_PATH};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& arg : all) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  REQUIRE(spawned == 0);
+  std::this_thread::sleep_for(delay);
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  Outcome outcome;
+  outcome.killed = WIFSIGNALED(status);
+  if (WIFEXITED(status)) outcome.exit_code = WEXITSTATUS(status);
+  return outcome;
+}
+
+std::string ReadTextOrEmpty(const fs::path& path) {
+  std::error_code error;
+  if (!fs::exists(path, error)) return "";
+  const std::vector<std::byte> bytes = test::ReadBytes(path);
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+// Every file at `path` (a dataset directory, or an HDF5 file and its siblings in `parent`).
+std::vector<std::string> LeftoverNames(const fs::path& parent) {
+  std::vector<std::string> names;
+  for (const fs::directory_entry& entry : fs::recursive_directory_iterator(parent)) {
+    const std::string name = entry.path().filename().string();
+    if (name.ends_with(".tmp") || name == "resume.json" || name.ends_with(".resume.json") ||
+        name.ends_with(".partial") || name.ends_with(".packrec-staging") || name == "lock.mdb") {
+      names.push_back(entry.path().string());
+    }
+  }
+  return names;
+}
+
+class CountingReporter final : public VerifyReporter {
+ public:
+  void Report(const VerifyProblem&) override { ++problems; }
+  int problems = 0;
+};
+
+int KillRuns() {
+  const char* runs = std::getenv("PACKREC_KILL_RUNS");
+  return runs != nullptr ? std::max(1, std::atoi(runs)) : 4;
+}
+
+TEST_CASE("convert killed with SIGKILL at random points resumes to the uninterrupted result") {
+  test::TempDir dir;
+  test::SynthTree(dir / "tree", 4, 120, /*seed=*/7, /*size=*/240);
+  test::WriteText(dir / "tree" / "class_001" / "not-an-image.JPEG", "this is not a JPEG");
+  std::mt19937_64 random(std::random_device{}());
+  const std::uint64_t seed = random();
+  CAPTURE(seed);
+  random.seed(seed);
+  int interrupted = 0;
+  int resumed_after_kill = 0;
+  for (const std::string format : {"shard", "lmdb", "hdf5"}) {
+    CAPTURE(format);
+    const std::string name = format == "hdf5" ? "out.h5" : "out";
+    const std::vector<std::string> convert = {"convert",
+                                              "-q",
+                                              (dir / "tree").string(),
+                                              "",  // OUT, per run
+                                              "--format",
+                                              format,
+                                              "--shard-size",
+                                              "192KiB",
+                                              "--checkpoint-every",
+                                              "192KiB",
+                                              "--on-error",
+                                              "skip",
+                                              "--threads",
+                                              "2"};
+    const auto with_output = [&](const fs::path& output, bool resume) {
+      std::vector<std::string> args = convert;
+      args[3] = output.string();
+      if (resume) args.push_back("--resume");
+      return args;
+    };
+    const fs::path reference_dir = dir / ("reference-" + format);
+    fs::create_directories(reference_dir);
+    const Clock::time_point began = Clock::now();
+    std::string quoted;
+    for (const std::string& arg : with_output(reference_dir / name, false)) {
+      quoted += test::Quote(arg) + " ";
+    }
+    const test::CommandResult reference_run = test::RunCli(quoted);
+    REQUIRE_MESSAGE(reference_run.exit_code == 0, reference_run.output);
+    const auto full = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - began);
+    auto reference = OpenDataset(reference_dir / name);
+    REQUIRE(reference.ok());
+    const std::string reference_rejects =
+        ReadTextOrEmpty(RejectsFilePath(reference_dir / name, format));
+    REQUIRE(reference_rejects.find("not-an-image.JPEG") != std::string::npos);
+
+    for (int run = 0; run < KillRuns(); ++run) {
+      CAPTURE(run);
+      const fs::path run_dir = dir / ("run-" + format);
+      fs::remove_all(run_dir);
+      fs::create_directories(run_dir);
+      const fs::path output = run_dir / name;
+      std::uniform_int_distribution<std::int64_t> when(0, full.count());
+      Outcome outcome = RunAndKill(with_output(output, false), std::chrono::microseconds(when(random)));
+      interrupted += outcome.killed ? 1 : 0;
+      // The resume may be killed too, at most twice, before it is let finish.
+      for (int again = 0; again < 2 && outcome.killed && random() % 2 == 0; ++again) {
+        outcome = RunAndKill(with_output(output, true), std::chrono::microseconds(when(random)));
+        interrupted += outcome.killed ? 1 : 0;
+      }
+      if (outcome.killed) {
+        ++resumed_after_kill;
+        std::string resume_args;
+        for (const std::string& arg : with_output(output, true)) resume_args += test::Quote(arg) + " ";
+        const test::CommandResult resumed = test::RunCli(resume_args);
+        REQUIRE_MESSAGE(resumed.exit_code == 0, resumed.output);
+      } else {
+        REQUIRE(outcome.exit_code == 0);
+      }
+      auto result = OpenDataset(output);
+      REQUIRE_MESSAGE(result.ok(), result.status().ToString());
+      test::CheckSameRecords(**reference, **result);
+      CHECK((*result)->info().listing_hash == (*reference)->info().listing_hash);
+      CHECK(ReadTextOrEmpty(RejectsFilePath(output, format)) == reference_rejects);
+      CHECK(LeftoverNames(run_dir).empty());
+      VerifyOptions verify;
+      CountingReporter reporter;
+      const VerifyStats checked = VerifyDataset(**result, verify, reporter);
+      CHECK(checked.problems == 0);
+      CHECK(checked.records_checked == (*reference)->size());
+      if (format == "shard") {
+        // Shards are deterministic: every file equals the uninterrupted run's.
+        for (const fs::directory_entry& entry : fs::directory_iterator(reference_dir / name)) {
+          CHECK(test::ReadBytes(entry.path()) ==
+                test::ReadBytes(output / entry.path().filename()));
+        }
+      }
+    }
+  }
+  MESSAGE("kill points: " << interrupted << " interrupted a run; " << resumed_after_kill
+                          << " conversions finished by --resume; records lost: 0");
+  CHECK(interrupted > 0);
+}
+
+}  // namespace
+}  // namespace packrec
