@@ -367,7 +367,7 @@ Result<std::unique_ptr<Reader>> OpenHdf5Dataset(const fs::path& path, const Open
   std::unique_ptr<PixelSource> pixels;
   {
     std::lock_guard lock(LibraryMutex());
-    SilenceLibrary();
+    PrepareLibrary();
     // No file locking: HDF5's flock fails on some network file systems (and read-only mounts
     // need none); the file is immutable once written.
     Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);

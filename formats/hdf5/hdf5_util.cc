@@ -7,9 +7,13 @@ std::mutex& LibraryMutex() {
   return mutex;
 }
 
-void SilenceLibrary() {
+void PrepareLibrary() {
   static std::once_flag once;
-  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+  std::call_once(once, [] {
+    // Fails, harmlessly, when the library was initialized already (h5py in the same process).
+    H5dont_atexit();
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  });
 }
 
 std::string LastError() {

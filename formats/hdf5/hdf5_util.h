@@ -45,8 +45,12 @@ enum RecordFlags : std::uint8_t {
 // entered from two threads, and only open and write use HDF5 at all (reads go through the map).
 std::mutex& LibraryMutex();
 
-// Turns off HDF5's printing of its error stack to stderr (once); errors become Status values.
-void SilenceLibrary();
+// Once, before packrec's first other HDF5 call: turns off HDF5's printing of its error stack to
+// stderr (errors become Status values), and its clean-up at exit. HDF5 1.10.8 keeps a dangling
+// file identifier after an H5Fclose that failed to write (a full disk), and its clean-up at exit
+// then crashes on it (SIGSEGV in H5F__close_cb, found by reliability/fault_test.cc); every file
+// packrec opens is closed explicitly, so the clean-up has nothing to do.
+void PrepareLibrary();
 
 // The innermost message of the current HDF5 error stack ("" when there is none).
 std::string LastError();
@@ -72,6 +76,13 @@ class Handle {
 
   hid_t get() const { return id_; }
   bool valid() const { return id_ >= 0; }
+  // Closes now and says whether that worked: closing a dataset or attribute written to flushes
+  // its buffered bytes, so a failed write may first show here (a full disk, an I/O error).
+  [[nodiscard]] herr_t Close() {
+    const herr_t result = id_ >= 0 && close_ != nullptr ? close_(id_) : 0;
+    id_ = H5I_INVALID_HID;
+    return result;
+  }
   // Forgets the identifier without closing it (it was closed by hand).
   void Release() { id_ = H5I_INVALID_HID; }
   void Reset() {

@@ -64,8 +64,9 @@ Status WriteVector(hid_t file, const char* name, hid_t file_type, hid_t memory_t
       H5Dclose);
   if (!dataset.valid())
     return Hdf5Error(StatusCode::kIOError, std::string("create /") + name + " in", path);
-  if (!values.empty() &&
-      H5Dwrite(dataset.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0) {
+  if ((!values.empty() &&
+       H5Dwrite(dataset.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0) ||
+      dataset.Close() < 0) {
     return Hdf5Error(StatusCode::kIOError, std::string("write /") + name + " in", path);
   }
   return Status::OK();
@@ -177,7 +178,8 @@ Status WriteAttributes(hid_t file, const std::string& manifest,
     std::vector<const char*> pointers;
     for (const std::string& name : classes) pointers.push_back(name.c_str());
     if (!attribute.valid() ||
-        (count > 0 && H5Awrite(attribute.get(), string_type.get(), pointers.data()) < 0)) {
+        (count > 0 && H5Awrite(attribute.get(), string_type.get(), pointers.data()) < 0) ||
+        attribute.Close() < 0) {
       return Hdf5Error(StatusCode::kIOError, "write classes attribute in", path);
     }
   }
@@ -186,7 +188,8 @@ Status WriteAttributes(hid_t file, const std::string& manifest,
                               H5P_DEFAULT),
                    H5Aclose);
   const char* text = manifest.c_str();
-  if (!attribute.valid() || H5Awrite(attribute.get(), string_type.get(), &text) < 0) {
+  if (!attribute.valid() || H5Awrite(attribute.get(), string_type.get(), &text) < 0 ||
+      attribute.Close() < 0) {
     return Hdf5Error(StatusCode::kIOError, "write manifest attribute in", path);
   }
   return Status::OK();
@@ -381,7 +384,7 @@ class EncodedWriter final : public Hdf5WriterBase {
   // REQUIRES: the caller holds LibraryMutex().
   Status CopyScratchIntoData() {
     const hsize_t total = offsets_.back();
-    PACKREC_ASSIGN_OR_RETURN(const Handle data, CreateDataDataset(file_.get(), total, tmp_));
+    PACKREC_ASSIGN_OR_RETURN(Handle data, CreateDataDataset(file_.get(), total, tmp_));
     PACKREC_ASSIGN_OR_RETURN(const auto payloads, RandomAccessFile::Open(ScratchPath()));
     std::vector<std::byte> chunk;
     for (hsize_t offset = 0; offset < total; offset += chunk.size()) {
@@ -396,6 +399,7 @@ class EncodedWriter final : public Hdf5WriterBase {
         return Hdf5Error(StatusCode::kIOError, "write /data in", tmp_);
       }
     }
+    if (data.Close() < 0) return Hdf5Error(StatusCode::kIOError, "write /data in", tmp_);
     return Status::OK();
   }
 
@@ -465,7 +469,7 @@ class PixelsWriter final : public Hdf5WriterBase {
 
   Status FinishData() override {
     PACKREC_RETURN_IF_ERROR(SetExtent(tables_.labels.size()));
-    images_.Reset();
+    if (images_.Close() < 0) return Hdf5Error(StatusCode::kIOError, "write /images in", tmp_);
     return Status::OK();
   }
 
@@ -511,7 +515,7 @@ Result<std::unique_ptr<DatasetWriter>> StartHdf5Writer(const fs::path& file,
   Status started;
   {
     std::lock_guard lock(LibraryMutex());
-    SilenceLibrary();
+    PrepareLibrary();
     PACKREC_ASSIGN_OR_RETURN(Handle handle, CreateFile(WithSuffix(file, ".tmp")));
     if (options.hdf5_layout == Hdf5Layout::kPixels) {
       auto pixels = std::make_unique<PixelsWriter>(file, options, std::move(handle));

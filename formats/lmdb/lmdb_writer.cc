@@ -125,6 +125,7 @@ class LmdbWriter final : public DatasetWriter {
   std::uint64_t checkpointed_records_ = 0;
   std::uint64_t bytes_since_checkpoint_ = 0;
   bool checkpoint_due_ = false;
+  bool sync_failed_ = false;
 };
 
 Status LmdbWriter::WriteJournal(const std::string& caller_state) {
@@ -147,13 +148,19 @@ Status LmdbWriter::Checkpoint(const std::function<std::string(std::uint64_t)>& c
   if (finished_ || txn_ == nullptr) return Status::Internal("Checkpoint on a closed LMDB writer");
   PACKREC_RETURN_IF_ERROR(CommitBatch());
   const int rc = mdb_env_sync(env_, 1);
-  if (rc != MDB_SUCCESS) return WriteError(rc, "sync");
+  if (rc != MDB_SUCCESS) {
+    // After a failed fsync the kernel may have dropped the unwritten pages: nothing in data.mdb
+    // is trusted again (an fsync is never retried on a file whose fsync failed), so none of it
+    // is kept for a resume.
+    sync_failed_ = true;
+    return WriteError(rc, "sync");
+  }
   return WriteJournal(caller_state(records_));
 }
 
 std::uint64_t LmdbWriter::AbortKeepingCheckpoint() {
   if (finished_) return 0;
-  if (!options_.resumable || checkpointed_records_ == 0) {
+  if (!options_.resumable || checkpointed_records_ == 0 || sync_failed_) {
     Abort();
     return 0;
   }
@@ -397,7 +404,10 @@ Status LmdbWriter::CompactIfWorthIt() {
   if (waste_bytes < (1u << 20) ||
       static_cast<double>(waste_bytes) < kCompactWasteShare * static_cast<double>(file_bytes)) {
     const int rc = mdb_env_sync(env_, 1);
-    if (rc != MDB_SUCCESS) return WriteError(rc, "sync");
+    if (rc != MDB_SUCCESS) {
+      sync_failed_ = true;  // as in Checkpoint
+      return WriteError(rc, "sync");
+    }
     CloseEnvironment();
     return Status::OK();
   }

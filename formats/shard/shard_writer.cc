@@ -207,10 +207,9 @@ std::uint64_t ShardWriter::AbortKeepingCheckpoint() {
     fs::remove(current_->tmp_path, ignored);
     current_.reset();
   }
-  // Sealed after the last resume point: the journal does not know them.
-  for (std::size_t i = checkpointed_shards_; i < sealed_.size(); ++i) {
-    fs::remove(dir_ / sealed_[i].file, ignored);
-  }
+  // Shards sealed after the last resume point stay too: their fsync succeeded, and the journal on
+  // disk may already list them (a failed journal write may have failed after its rename). The
+  // resumed run keeps what its journal lists and removes the rest.
   out_.Keep();
   finished_ = true;
   return kept;

@@ -1,9 +1,14 @@
 // A full disk or an unwritable output during convert, for every format: a clear error naming the
-// path, and nothing left behind. Uses real tmpfs mounts; skipped (with a message) where the test
-// may not mount one (not root).
+// path, and nothing left behind but the records up to the last resume point, which --resume
+// continues from once there is space. Uses real tmpfs mounts; skipped (with a message) where the
+// test may not mount one (not root).
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+
+#include "../formats/shard_test_util.h"
 #include "packrec/convert.h"
+#include "packrec/reader.h"
 #include "packrec/synth.h"
 #include "test_util.h"
 
@@ -59,6 +64,57 @@ TEST_CASE("disk full during convert: IOError names the file, exit code 6, no par
     CHECK(cli.exit_code == 6);
     CHECK(cli.output.find("No space left on device") != std::string::npos);
     CHECK(NothingLeft(mount_point));
+  }
+}
+
+TEST_CASE("disk full: the sealed part is kept, and --resume after freeing space completes it") {
+  test::TempDir dir;
+  SynthOptions synth;
+  synth.classes = 2;
+  synth.per_class = 40;  // about 2 MiB
+  REQUIRE(WriteSyntheticTree(dir / "tree", synth).ok());
+  const std::string flags = " --shard-size 128KiB --checkpoint-every 128KiB ";
+  for (const FormatCase& format : kCases) {
+    CAPTURE(format.format);
+    const fs::path reference = dir / ("reference-" + format.output + "-" + format.format);
+    REQUIRE(test::RunCli("convert -q --format " + format.format + flags +
+                         test::Quote(dir / "tree") + " " + test::Quote(reference))
+                .exit_code == 0);
+    const fs::path mount_point = dir / ("small-" + format.format);
+    test::ScopedTmpfs tmpfs(mount_point, "1m");
+    if (!tmpfs.mounted()) {
+      MESSAGE("skipped: cannot mount a tmpfs here (needs root)");
+      return;
+    }
+    const fs::path output = mount_point / format.output;
+    const std::string command = "convert -q --format " + format.format + flags +
+                                test::Quote(dir / "tree") + " " + test::Quote(output);
+    const test::CommandResult full = test::RunCli(command);
+    CHECK(full.exit_code == 6);
+    CHECK_MESSAGE(full.output.find("No space left on device") != std::string::npos, full.output);
+    if (format.format == "hdf5") {
+      // Its resume point is the start: nothing is kept.
+      CHECK(NothingLeft(mount_point));
+    } else {
+      CHECK_MESSAGE(full.output.find("records are kept") != std::string::npos, full.output);
+      CHECK(fs::exists(output / "resume.json"));
+      CHECK_FALSE(fs::exists(output / "manifest.json"));
+      for (const fs::directory_entry& entry : fs::directory_iterator(output)) {
+        CHECK_MESSAGE(!entry.path().string().ends_with(".tmp"), entry.path().string());
+      }
+      // Without --resume the interrupted conversion is not touched.
+      const test::CommandResult plain = test::RunCli(command);
+      CHECK(plain.exit_code == 4);
+      CHECK_MESSAGE(plain.output.find("--resume") != std::string::npos, plain.output);
+    }
+    REQUIRE(std::system(("mount -o remount,size=16m " + test::Quote(mount_point)).c_str()) == 0);
+    const test::CommandResult resumed = test::RunCli(command + " --resume");
+    REQUIRE_MESSAGE(resumed.exit_code == 0, resumed.output);
+    auto a = OpenDataset(reference);
+    auto b = OpenDataset(output);
+    REQUIRE((a.ok() && b.ok()));
+    test::CheckSameRecords(**a, **b);
+    CHECK_FALSE(fs::exists(output / "resume.json"));
   }
 }
 
