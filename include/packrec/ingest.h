@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "packrec/status.h"
+#include "packrec/writer.h"  // Reject
 
 namespace packrec {
 
@@ -22,6 +23,9 @@ struct SourceListing {
   std::vector<std::string> classes;  // image folders only: label i is classes[i]
   std::vector<SourceItem> items;
   std::vector<std::string> empty_classes;  // class folders without any image file
+  // What listing left out, and why: a directory reached again through a symlink (a loop, which
+  // os.walk(followlinks=True), and so ImageFolder, would follow forever).
+  std::vector<Reject> rejects;
 };
 
 enum class ListFileKind { kAuto, kCaffe, kMxnet };
@@ -31,7 +35,8 @@ enum class ListFileKind { kAuto, kCaffe, kMxnet };
 // within a class, files sorted by (directory, name); symlinks followed; extensions matched
 // case-insensitively against ImageFolder's list (.jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp).
 // Errors: NotFound (no such path), InvalidArgument (not a directory, a class name that is not
-// UTF-8), IOError.
+// UTF-8), IOError. A directory already being listed, reached again through a symlink, is not
+// entered: it goes to `rejects`.
 Result<SourceListing> ListImageFolder(const std::filesystem::path& root);
 
 // Reads a list file: Caffe convert_imageset ("relative/path label", split at the last space) or

@@ -49,6 +49,8 @@ Result<std::vector<std::byte>> ReadWholeFile(const std::filesystem::path& path) 
   PACKREC_ASSIGN_OR_RETURN(const std::uint64_t size, file->RegularFileSize());
   std::vector<std::byte> bytes(size);
   PACKREC_RETURN_IF_ERROR(file->ReadExact(0, bytes));
+  // A file being written while it is read would be stored half old, half new.
+  PACKREC_RETURN_IF_ERROR(file->CheckUnchanged());
   return bytes;
 }
 
@@ -135,7 +137,9 @@ Status WritableFile::Close() {
 
 Result<std::unique_ptr<RandomAccessFile>> RandomAccessFile::Open(
     const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO (a named pipe in an image tree) must not wait for a writer; it
+  // has no effect on regular files, and RegularFileSize refuses anything else.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return ErrnoStatus("open", path, errno);
   return std::unique_ptr<RandomAccessFile>(new RandomAccessFile(path, fd));
 }
@@ -152,7 +156,21 @@ Result<std::uint64_t> RandomAccessFile::RegularFileSize() const {
   if (!S_ISREG(st.st_mode)) {
     return Status::InvalidInput("read " + path_.string() + ": not a regular file");
   }
+  seen_size_ = st.st_size;
+  seen_mtime_ns_ = std::int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
   return static_cast<std::uint64_t>(st.st_size);
+}
+
+Status RandomAccessFile::CheckUnchanged() const {
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) return ErrnoStatus("stat", path_, errno);
+  const std::int64_t mtime_ns = std::int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+  if (seen_size_ >= 0 && (st.st_size != seen_size_ || mtime_ns != seen_mtime_ns_)) {
+    return Status::InvalidInput(
+        "read " + path_.string() + ": the file changed while it was read (" +
+        std::to_string(seen_size_) + " bytes, now " + std::to_string(st.st_size) + ")");
+  }
+  return Status::OK();
 }
 
 Status RandomAccessFile::ReadExact(std::uint64_t offset, std::span<std::byte> out) const {

@@ -2,6 +2,7 @@
 #ifndef PACKREC_LIB_CORE_FILE_IO_H_
 #define PACKREC_LIB_CORE_FILE_IO_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -78,6 +79,9 @@ class RandomAccessFile {
   RandomAccessFile& operator=(const RandomAccessFile&) = delete;
   // The file's size; InvalidInput when it is not a regular file.
   Result<std::uint64_t> RegularFileSize() const;
+  // InvalidInput when the file is no longer what RegularFileSize saw (its size or modification
+  // time moved: someone is writing it).
+  Status CheckUnchanged() const;
   // Fills `out` from `offset`. Truncated when the file ends first.
   Status ReadExact(std::uint64_t offset, std::span<std::byte> out) const;
   // Hint that [offset, offset + length) will be read soon and in order.
@@ -89,6 +93,9 @@ class RandomAccessFile {
   RandomAccessFile(std::filesystem::path path, int fd) : path_(std::move(path)), fd_(fd) {}
   std::filesystem::path path_;
   int fd_;
+  // As RegularFileSize saw the file (atomic: reads may come from any thread).
+  mutable std::atomic<std::int64_t> seen_size_{-1};
+  mutable std::atomic<std::int64_t> seen_mtime_ns_{0};
 };
 
 // A whole file mapped read-only. Move-only.

@@ -32,6 +32,12 @@ struct JpegHeader {
 
 Result<JpegHeader> ReadJpegHeader(std::span<const std::byte> bytes);
 
+// InvalidInput when the JPEG holds more than `max_scans` scans (start-of-scan markers, found by
+// walking its segments and entropy-coded data: one pass, no decoding). Progressive files with
+// thousands of scans are a known way to make libjpeg burn minutes of CPU on a few KB; TurboJPEG
+// 2.1 has no scan limit of its own.
+Status CheckJpegScanCount(std::span<const std::byte> bytes, int max_scans);
+
 // Decodes to gray (for grayscale JPEGs) or RGB (everything else, CMYK included), stopping on any
 // libjpeg warning. With min_short_side > 0, uses libjpeg-turbo's DCT scaling to decode at the
 // smallest size whose shorter side is still >= min_short_side.

@@ -9,6 +9,7 @@
 
 #include "core/endian.h"
 #include "decode/codecs.h"
+#include "packrec/decode.h"
 
 namespace packrec {
 namespace {
@@ -82,6 +83,9 @@ Result<ImageInfo> ProbeJpeg(std::span<const std::byte> bytes) {
   info.encoding = Encoding::kJpeg;
   PACKREC_RETURN_IF_ERROR(ScanJpegMarkers(bytes, &info.progressive));
   PACKREC_ASSIGN_OR_RETURN(const JpegHeader header, ReadJpegHeader(bytes));
+  // Baseline files hold one scan per component at most; only progressive ones need counting.
+  if (info.progressive)
+    PACKREC_RETURN_IF_ERROR(CheckJpegScanCount(bytes, DecodeLimits{}.max_scans));
   info.width = header.width;
   info.height = header.height;
   info.channels = header.channels;

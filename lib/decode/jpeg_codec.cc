@@ -1,8 +1,10 @@
 #include <turbojpeg.h>
 
+#include <algorithm>
 #include <string>
 
 #include "decode/codecs.h"
+#include "packrec/decode.h"
 #include "packrec/image.h"
 
 namespace packrec {
@@ -99,12 +101,44 @@ Result<JpegHeader> ReadJpegHeader(std::span<const std::byte> bytes) {
   return header;
 }
 
+Status CheckJpegScanCount(std::span<const std::byte> bytes, int max_scans) {
+  const auto at = [&](std::size_t i) { return static_cast<unsigned>(bytes[i]); };
+  int scans = 0;
+  std::size_t pos = 2;  // after SOI
+  while (pos + 1 < bytes.size()) {
+    if (at(pos) != 0xFF) {
+      ++pos;  // entropy-coded data (or padding): look for the next marker
+      continue;
+    }
+    const unsigned marker = at(pos + 1);
+    // Stuffed 0xFF00, fill bytes and restart markers belong to the entropy-coded data.
+    if (marker == 0x00 || marker == 0xFF || (marker >= 0xD0 && marker <= 0xD7)) {
+      pos += marker == 0xFF ? 1 : 2;
+      continue;
+    }
+    if (marker == 0xD9) break;  // end of image
+    if (marker == 0x01 || marker == 0xD8) {
+      pos += 2;
+      continue;
+    }
+    if (pos + 4 > bytes.size()) break;
+    const std::size_t length = (std::size_t{at(pos + 2)} << 8) | at(pos + 3);
+    if (marker == 0xDA && ++scans > max_scans) {
+      return Status::InvalidInput("JPEG with more than " + std::to_string(max_scans) +
+                                  " scans (a limit against files that make the decoder spin)");
+    }
+    pos += 2 + std::max<std::size_t>(length, 2);
+  }
+  return Status::OK();
+}
+
 Result<Pixels> DecodeJpeg(std::span<const std::byte> bytes, std::uint32_t min_short_side) {
   PACKREC_ASSIGN_OR_RETURN(const JpegHeader header, ReadJpegHeader(bytes));
   if (static_cast<std::uint64_t>(header.width) * header.height > kMaxImagePixels) {
     return Status::InvalidInput("JPEG of " + std::to_string(header.width) + "x" +
                                 std::to_string(header.height) + " exceeds the pixel limit");
   }
+  PACKREC_RETURN_IF_ERROR(CheckJpegScanCount(bytes, DecodeLimits{}.max_scans));
   int width = static_cast<int>(header.width);
   int height = static_cast<int>(header.height);
   if (min_short_side > 0) {

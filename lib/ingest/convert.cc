@@ -357,9 +357,8 @@ std::string CallerState(const DatasetMetadata& metadata, std::uint64_t next_item
   json["input_bytes"] = input_bytes;
   nlohmann::json kept = nlohmann::json::array();
   for (std::size_t i = 0; i < rejects.size() && reject_items[i] < next_item; ++i) {
-    kept.push_back({{"item", reject_items[i]},
-                    {"path", rejects[i].path},
-                    {"reason", rejects[i].reason}});
+    kept.push_back(
+        {{"item", reject_items[i]}, {"path", rejects[i].path}, {"reason", rejects[i].reason}});
   }
   json["rejects"] = std::move(kept);
   return json.dump();
@@ -432,12 +431,17 @@ Result<ConvertStart> StartConversion(const ConvertOptions& options,
 Result<ConvertStats> ConvertItems(const ConvertOptions& options, const SourceListing& listing,
                                   DatasetMetadata& metadata, const ProgressCallback& progress,
                                   Clock::time_point start, std::uint64_t listing_offset = 0) {
+  if (!listing.rejects.empty() && options.on_error == OnError::kFail) {
+    return Status::InvalidInput(listing.rejects.front().path + ": " +
+                                listing.rejects.front().reason +
+                                " (pass --on-error skip to leave it out)");
+  }
   WriterOptions writer_options = options.writer;
   writer_options.expected_payload_bytes = ExpectedPayloadBytes(listing, options);
   writer_options.classes = listing.classes;
   writer_options.resumable = true;
-  PACKREC_ASSIGN_OR_RETURN(ConvertStart begin,
-                           StartConversion(options, writer_options, metadata, listing.items.size()));
+  PACKREC_ASSIGN_OR_RETURN(
+      ConvertStart begin, StartConversion(options, writer_options, metadata, listing.items.size()));
   DatasetWriter* writer = begin.writer.get();
   ConvertStats stats;
   stats.empty_classes = listing.empty_classes;
@@ -464,7 +468,8 @@ Result<ConvertStats> ConvertItems(const ConvertOptions& options, const SourceLis
     while (!since_checkpoint.empty() && since_checkpoint.front().record < records) {
       since_checkpoint.pop_front();
     }
-    const std::uint64_t next_item = since_checkpoint.empty() ? i + 1 : since_checkpoint.front().item;
+    const std::uint64_t next_item =
+        since_checkpoint.empty() ? i + 1 : since_checkpoint.front().item;
     const std::uint64_t input_bytes =
         since_checkpoint.empty() ? stats.input_bytes : since_checkpoint.front().input_bytes_before;
     return CallerState(metadata, next_item, input_bytes, stats.rejects, reject_items);
@@ -518,14 +523,15 @@ Result<ConvertStats> ConvertItems(const ConvertOptions& options, const SourceLis
                                    " were rejected; the first: " + stats.rejects.front().path +
                                    ": " + stats.rejects.front().reason);
   }
+  // What listing left out comes first (it is not part of any resume point: every run lists).
+  stats.rejects.insert(stats.rejects.begin(), listing.rejects.begin(), listing.rejects.end());
   return FinishConversion(*writer, metadata, failure, writer_failed, std::move(stats), start);
 }
 
-// With --resume: a dataset at `path` that is this conversion, finished (the run was killed after
-// the dataset became whole, or resumed twice). Its record count; nullopt when there is none.
+// With --resume and no journal: a dataset at `path` that is this conversion, finished (resumed
+// again after it completed). Its record count; nullopt when there is none.
 std::optional<std::uint64_t> FinishedConversionRecords(const fs::path& path,
-                                                       const DatasetMetadata& metadata,
-                                                       const std::string& format) {
+                                                       const DatasetMetadata& metadata) {
   Result<std::unique_ptr<Reader>> existing = OpenDataset(path);
   if (!existing.ok()) return std::nullopt;
   const DatasetInfo& info = (*existing)->info();
@@ -534,11 +540,6 @@ std::optional<std::uint64_t> FinishedConversionRecords(const fs::path& path,
       theirs != nlohmann::json::parse(metadata.options_json)) {
     return std::nullopt;
   }
-  // A journal the kill left inside the finished dataset says nothing more.
-  std::error_code ignored;
-  fs::remove(format == "hdf5" ? fs::path(path.string() + kResumeJournalSuffix)
-                              : path / kResumeJournalName,
-             ignored);
   return (*existing)->size();
 }
 
@@ -607,8 +608,13 @@ Result<ConvertStats> ConvertListing(const ConvertOptions& options, const Progres
   }
   metadata.options_json = OptionsJson(options);
   if (options.resume) {
-    if (const auto done =
-            FinishedConversionRecords(options.output, metadata, options.writer.format)) {
+    // With a journal left, the conversion is not finished, even where its dataset already opens
+    // (LMDB's manifest key is committed before its rejects file is written).
+    PACKREC_ASSIGN_OR_RETURN(const std::optional<std::string> interrupted,
+                             ReadResumeState(options.output, options.writer.format));
+    const std::optional<std::uint64_t> done =
+        interrupted ? std::nullopt : FinishedConversionRecords(options.output, metadata);
+    if (done) {
       ConvertStats stats;
       stats.already_complete = true;
       stats.records_written = *done;

@@ -1,5 +1,8 @@
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -52,6 +55,18 @@ bool IsValidUtf8(std::string_view text) {
 
 std::string ErrorText(const std::error_code& error) { return error.message(); }
 
+struct DirectoryId {
+  dev_t device;
+  ino_t inode;
+  bool operator==(const DirectoryId&) const = default;
+};
+
+std::optional<DirectoryId> IdentifyDirectory(const fs::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return DirectoryId{st.st_dev, st.st_ino};
+}
+
 }  // namespace
 
 Result<SourceListing> ListImageFolder(const fs::path& root) {
@@ -81,11 +96,26 @@ Result<SourceListing> ListImageFolder(const fs::path& root) {
     const fs::path class_dir = root / listing.classes[label];
     // (directory relative to root, file name): os.walk's sorted roots, then sorted names.
     std::vector<std::pair<std::string, std::string>> files;
+    // The directories on the way down from class_dir, by identity, to see a symlink loop.
+    std::vector<DirectoryId> ancestors;
+    if (const auto id = IdentifyDirectory(class_dir)) ancestors.push_back(*id);
     fs::recursive_directory_iterator it(class_dir, fs::directory_options::follow_directory_symlink,
                                         error);
     for (fs::recursive_directory_iterator end; !error && it != end; it.increment(error)) {
       std::error_code type_error;
-      if (it->is_directory(type_error)) continue;
+      if (it->is_directory(type_error)) {
+        ancestors.resize(static_cast<std::size_t>(it.depth()) + 1);
+        const std::optional<DirectoryId> id = IdentifyDirectory(it->path());
+        if (id && std::find(ancestors.begin(), ancestors.end(), *id) != ancestors.end()) {
+          it.disable_recursion_pending();
+          listing.rejects.push_back(
+              {it->path().string(),
+               "a symlink loop: this directory is one it lies in (not listed again)"});
+          continue;
+        }
+        if (id) ancestors.push_back(*id);
+        continue;
+      }
       const std::string name = it->path().filename().string();
       if (!HasImageExtension(name)) continue;
       files.emplace_back(it->path().parent_path().lexically_relative(root).generic_string(), name);

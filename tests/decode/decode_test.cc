@@ -205,6 +205,49 @@ TEST_CASE("decode: a decompression bomb is refused from its header, in bounded m
   CHECK(PeakRssKiB() - rss_before < 64 * 1024);  // nothing near the 12.9 GB it asks for
 }
 
+TEST_CASE("decode: a progressive JPEG with thousands of scans is refused, in bounded time") {
+  // A real progressive JPEG whose last scan is repeated 3,000 times: each scan is valid, and
+  // libjpeg would refine the whole image 3,000 times over.
+  const auto progressive = test::MakeJpeg(200, 150, 6, false, /*progressive=*/true);
+  REQUIRE(ProbeImage(progressive).ok());
+  std::size_t last_scan = 0;
+  for (std::size_t i = 0; i + 1 < progressive.size(); ++i) {
+    if (progressive[i] == std::byte{0xFF} && progressive[i + 1] == std::byte{0xDA}) last_scan = i;
+  }
+  const std::size_t end = progressive.size() - 2;  // the end-of-image marker
+  REQUIRE(progressive[end + 1] == std::byte{0xD9});
+  std::vector<std::byte> spinning(progressive.begin(),
+                                  progressive.begin() + static_cast<std::ptrdiff_t>(end));
+  for (int copy = 0; copy < 3000; ++copy) {
+    spinning.insert(spinning.end(), progressive.begin() + static_cast<std::ptrdiff_t>(last_scan),
+                    progressive.begin() + static_cast<std::ptrdiff_t>(end));
+  }
+  spinning.push_back(std::byte{0xFF});
+  spinning.push_back(std::byte{0xD9});
+  const long rss_before = PeakRssKiB();
+  const auto start = std::chrono::steady_clock::now();
+  Result<ImageInfo> probed = ProbeImage(spinning);  // convert rejects it up front
+  REQUIRE_FALSE(probed.ok());
+  CHECK_MESSAGE(probed.status().message().find("scans") != std::string::npos,
+                probed.status().ToString());
+  std::vector<std::uint8_t> out(32 * 32 * 3);
+  DecodeScratch scratch;
+  // The repeated scans are a bogus progression, which libjpeg warns about: refused as a warning,
+  // and by the scan limit when warnings are let through.
+  CHECK(DecodeInto(spinning, {32, 32, {}, false, {}}, out, scratch).code() ==
+        StatusCode::kInvalidInput);
+  DecodeRequest lenient{32, 32, {}, false, {}};
+  lenient.limits.stop_on_warning = false;
+  const Status region = DecodeInto(spinning, lenient, out, scratch);
+  CHECK(region.code() == StatusCode::kInvalidInput);
+  CHECK_MESSAGE(region.message().find("scans") != std::string::npos, region.ToString());
+  auto full = DecodeJpeg(spinning);
+  REQUIRE_FALSE(full.ok());
+  CHECK(full.status().message().find("scans") != std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+  CHECK(PeakRssKiB() - rss_before < 64 * 1024);
+}
+
 TEST_CASE("decode: a JPEG truncated at every 10% is an error, never a partial image") {
   const auto jpeg = test::MakeJpeg(320, 240, 8);
   std::vector<std::uint8_t> out(64 * 64 * 3);

@@ -94,7 +94,7 @@ int KillRuns() {
 TEST_CASE("convert killed with SIGKILL at random points resumes to the uninterrupted result") {
   test::TempDir dir;
   test::SynthTree(dir / "tree", 4, 120, /*seed=*/7, /*size=*/240);
-  test::WriteText(dir / "tree" / "class_001" / "not-an-image.JPEG", "this is not a JPEG");
+  test::WriteText(dir / "tree" / "n01440764" / "not-an-image.JPEG", "this is not a JPEG");
   std::mt19937_64 random(std::random_device{}());
   const std::uint64_t seed = random();
   CAPTURE(seed);
@@ -147,7 +147,8 @@ TEST_CASE("convert killed with SIGKILL at random points resumes to the uninterru
       fs::create_directories(run_dir);
       const fs::path output = run_dir / name;
       std::uniform_int_distribution<std::int64_t> when(0, full.count());
-      Outcome outcome = RunAndKill(with_output(output, false), std::chrono::microseconds(when(random)));
+      Outcome outcome =
+          RunAndKill(with_output(output, false), std::chrono::microseconds(when(random)));
       interrupted += outcome.killed ? 1 : 0;
       // The resume may be killed too, at most twice, before it is let finish.
       for (int again = 0; again < 2 && outcome.killed && random() % 2 == 0; ++again) {
@@ -157,7 +158,8 @@ TEST_CASE("convert killed with SIGKILL at random points resumes to the uninterru
       if (outcome.killed) {
         ++resumed_after_kill;
         std::string resume_args;
-        for (const std::string& arg : with_output(output, true)) resume_args += test::Quote(arg) + " ";
+        for (const std::string& arg : with_output(output, true))
+          resume_args += test::Quote(arg) + " ";
         const test::CommandResult resumed = test::RunCli(resume_args);
         REQUIRE_MESSAGE(resumed.exit_code == 0, resumed.output);
       } else {
@@ -177,8 +179,7 @@ TEST_CASE("convert killed with SIGKILL at random points resumes to the uninterru
       if (format == "shard") {
         // Shards are deterministic: every file equals the uninterrupted run's.
         for (const fs::directory_entry& entry : fs::directory_iterator(reference_dir / name)) {
-          CHECK(test::ReadBytes(entry.path()) ==
-                test::ReadBytes(output / entry.path().filename()));
+          CHECK(test::ReadBytes(entry.path()) == test::ReadBytes(output / entry.path().filename()));
         }
       }
     }
