@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "packrec/reader.h"
 #include "packrec/status.h"
@@ -22,12 +24,17 @@ VerifyStats VerifyDataset(const Reader& reader, const VerifyOptions& options,
 struct ExtractStats {
   std::uint64_t files_written = 0;
   std::uint64_t bytes_written = 0;
+  // Keys that differ only in ASCII case: separate files here, but one file (and an AlreadyExists
+  // error, never an overwrite) on a case-insensitive file system.
+  std::vector<std::string> case_collisions;
 };
 
 // Writes every record to `out_dir / key`, byte for byte as stored (raw RGB records, from the HDF5
 // pixels layout, as binary PPM with the key's extension replaced by .ppm). Refuses
 // (InvalidArgument, naming the record) keys that are absolute, empty, contain "..", or resolve
-// outside out_dir through a symlink. Existing files are an AlreadyExists error unless `overwrite`.
+// outside out_dir through a symlink, keys with control characters (newline, tab, ...), and two
+// records that would be written to the same file (a collision). Existing files are an AlreadyExists
+// error unless `overwrite`.
 Result<ExtractStats> ExtractDataset(const Reader& reader, const std::filesystem::path& out_dir,
                                     bool overwrite = false);
 

@@ -1,7 +1,10 @@
 #include "packrec/dataset_ops.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <string>
 #include <system_error>
+#include <unordered_map>
 #include <vector>
 
 #include "core/file_io.h"
@@ -14,6 +17,34 @@ namespace fs = std::filesystem;
 
 // A key may only name a path below the output directory: relative, no empty, "." or ".."
 // components, no NUL. Checked on the key's text, before any file system call.
+bool HasControlCharacter(std::string_view key) {
+  return std::any_of(key.begin(), key.end(),
+                     [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+}
+
+std::string AsciiLower(std::string text) {
+  for (char& c : text) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return text;
+}
+
+// The key for a message: control characters as \xNN, so a newline cannot forge a second line.
+std::string Printable(std::string_view key) {
+  std::string out;
+  for (const char c : key) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 bool IsSafeRelativeKey(std::string_view key) {
   if (key.empty() || key.front() == '/' || key.find('\0') != std::string_view::npos) return false;
   std::size_t start = 0;
@@ -74,14 +105,37 @@ Result<ExtractStats> ExtractDataset(const Reader& reader, const fs::path& out_di
   const fs::path root = fs::canonical(out_dir, error);
   if (error) return ErrnoStatus("resolve", out_dir, error.value());
   // Every key is checked before the first file is written, so a bad key leaves no partial tree.
-  Status keys_ok = reader.ForEach([](const RecordView& view) -> Status {
-    if (IsSafeRelativeKey(view.key)) return Status::OK();
-    return Status::InvalidArgument("record " + std::to_string(view.index) + " (key '" +
-                                   std::string(view.key) +
-                                   "'): key would escape the output directory; refusing");
+  ExtractStats stats;
+  std::unordered_map<std::string, std::uint64_t> targets;  // file name -> first record
+  std::unordered_map<std::string, std::uint64_t> folded;   // ASCII-lowercased name -> record
+  Status keys_ok = reader.ForEach([&](const RecordView& view) -> Status {
+    const std::string where =
+        "record " + std::to_string(view.index) + " (key '" + Printable(view.key) + "')";
+    if (!IsSafeRelativeKey(view.key)) {
+      return Status::InvalidArgument(where + ": key would escape the output directory; refusing");
+    }
+    if (HasControlCharacter(view.key)) {
+      return Status::InvalidArgument(where +
+                                     ": key holds a control character (a newline, a tab...); "
+                                     "refusing to make such a file name");
+    }
+    fs::path name{std::string(view.key)};
+    if (view.encoding == Encoding::kRawRgb) name.replace_extension(".ppm");
+    const auto [first, fresh] = targets.emplace(name.generic_string(), view.index);
+    if (!fresh) {
+      return Status::InvalidArgument(where + ": record " + std::to_string(first->second) +
+                                     " is extracted to the same file " + name.generic_string() +
+                                     " (a key collision); refusing");
+    }
+    const auto [other, unique] = folded.emplace(AsciiLower(name.generic_string()), view.index);
+    if (!unique) {
+      stats.case_collisions.push_back("records " + std::to_string(other->second) + " and " +
+                                      std::to_string(view.index) + " (" + name.generic_string() +
+                                      ") differ only in case");
+    }
+    return Status::OK();
   });
   PACKREC_RETURN_IF_ERROR(keys_ok);
-  ExtractStats stats;
   Status status = reader.ForEach([&](const RecordView& view) -> Status {
     const std::string where =
         "record " + std::to_string(view.index) + " (key '" + std::string(view.key) + "')";

@@ -178,7 +178,8 @@ TEST_CASE("cli: every valued flag refuses bad values by name, exit 2, and create
       {"convert " + Quote(dir / "tree") + " " + Quote(dir / "out"),
        {"--format", "--shard-size", "--align", "--compress", "--map-size", "--lmdb-values",
         "--hdf5-layout", "--size", "--commit-records", "--threads", "--seed", "--on-error",
-        "--list-format", "--resize-short", "--quality", "--part", "--from", "--caffe-raw"},
+        "--list-format", "--resize-short", "--quality", "--part", "--from", "--caffe-raw",
+        "--checkpoint-every"},
        {}},
       {"bench " + Quote(dir / "ds") + " --scratch " + Quote(dir / "out"),
        {"--readers", "--queue-depth", "--threads", "--batch", "--prefetch", "--size",
@@ -215,8 +216,9 @@ TEST_CASE("cli: --help explains every subcommand and the exit codes") {
   }
   const auto convert_help = RunCli("convert --help");
   CHECK(convert_help.exit_code == 0);
-  for (const char* flag : {"--shard-size", "--align", "--compress", "--threads", "--seed",
-                           "--on-error", "--resize-short", "--quality", "--overwrite"}) {
+  for (const char* flag :
+       {"--shard-size", "--align", "--compress", "--threads", "--seed", "--on-error",
+        "--resize-short", "--quality", "--overwrite", "--resume", "--checkpoint-every"}) {
     CHECK(Contains(convert_help.output, flag));
   }
 }

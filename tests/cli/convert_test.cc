@@ -231,6 +231,50 @@ TEST_CASE("extract refuses keys that would escape the output directory") {
   CHECK(fs::is_empty(dir / "elsewhere"));
 }
 
+TEST_CASE("extract refuses control characters and key collisions, reports case collisions") {
+  test::TempDir dir;
+  test::WriteText(dir / "canary", "untouched");
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"new\nline.jpg", "control character"},
+      {"tab\there.jpg", "control character"},
+      {std::string("nul\0byte.jpg", 12), "escape"},
+      {"../canary", "escape"},
+      {"fine/ok.jpg", "collision"},  // the same key as record 0
+  };
+  for (const auto& [key, why] : refused) {
+    CAPTURE(key);
+    const fs::path ds = dir / ("ds" + std::to_string(std::hash<std::string>{}(key)));
+    test::WriteDataset(
+        ds, {{"fine/ok.jpg", 0, test::MakeJpeg(8, 8, 1)}, {key, 0, test::MakeJpeg(8, 8, 2)}});
+    auto reader = OpenDataset(ds);
+    REQUIRE(reader.ok());
+    auto extracted = ExtractDataset(**reader, ds.string() + "-out");
+    REQUIRE_FALSE(extracted.ok());
+    CHECK(extracted.status().code() == StatusCode::kInvalidArgument);
+    CHECK_MESSAGE(extracted.status().message().find(why) != std::string::npos,
+                  extracted.status().ToString());
+    CHECK(extracted.status().message().find("record 1") != std::string::npos);
+    // The message cannot be forged into two lines by the key.
+    CHECK(extracted.status().message().find('\n') == std::string::npos);
+    CHECK(fs::is_empty(ds.string() + "-out"));
+  }
+  CHECK(test::ReadBytes(dir / "canary").size() == std::string("untouched").size());
+  // Keys that differ only in case are two files here, and reported.
+  test::WriteDataset(dir / "cased", {{"a/Cat.jpg", 0, test::MakeJpeg(8, 8, 4)},
+                                     {"a/cat.jpg", 1, test::MakeJpeg(8, 8, 5)}});
+  auto reader = OpenDataset(dir / "cased");
+  REQUIRE(reader.ok());
+  auto extracted = ExtractDataset(**reader, dir / "cased-out");
+  REQUIRE(extracted.ok());
+  CHECK(extracted->files_written == 2);
+  REQUIRE(extracted->case_collisions.size() == 1);
+  CHECK(extracted->case_collisions[0].find("records 0 and 1") != std::string::npos);
+  const test::CommandResult cli =
+      test::RunCli("extract " + test::Quote(dir / "cased") + " " + test::Quote(dir / "cased-cli"));
+  CHECK(cli.exit_code == 0);
+  CHECK_MESSAGE(cli.output.find("differ only in case") != std::string::npos, cli.output);
+}
+
 TEST_CASE("a decompression bomb in the input tree is rejected at convert time, named") {
   test::TempDir dir;
   SynthTree(dir / "tree", 1, 3, 1, 64);

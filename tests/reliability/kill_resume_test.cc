@@ -189,5 +189,71 @@ TEST_CASE("convert killed with SIGKILL at random points resumes to the uninterru
   CHECK(interrupted > 0);
 }
 
+TEST_CASE(
+    "--resume: refusals, nothing to resume, a finished conversion, and the journal's checks") {
+  test::TempDir dir;
+  test::SynthTree(dir / "tree", 2, 20, /*seed=*/9, /*size=*/160);
+  const std::string tree = test::Quote(dir / "tree");
+  const auto run = [&](const std::string& args) { return test::RunCli("convert -q " + args); };
+  // Nothing to resume: a plain conversion. Again: finished, nothing to do.
+  const std::string shard = tree + " " + test::Quote(dir / "a") + " --shard-size 64KiB";
+  REQUIRE(run(shard + " --resume").exit_code == 0);
+  const test::CommandResult again = test::RunCli("convert " + shard + " --resume");
+  CHECK(again.exit_code == 0);
+  CHECK_MESSAGE(again.output.find("already complete") != std::string::npos, again.output);
+  // Flags that cannot go together, and formats and sources it does not apply to: exit 2.
+  for (const std::string& args :
+       {shard + " --resume --overwrite",
+        tree + " " + test::Quote(dir / "w") + " --format wds --resume",
+        test::Quote(dir / "a") + " " + test::Quote(dir / "b") + " --resume"}) {
+    CAPTURE(args);
+    const test::CommandResult refused = run(args);
+    CHECK(refused.exit_code == 2);
+    CHECK_MESSAGE(refused.output.find("--resume") != std::string::npos, refused.output);
+  }
+  // An interrupted conversion (its journal kept, as a kill leaves it): a plain run refuses to
+  // touch it, another listing or other options are refused by --resume, naming the difference.
+  const fs::path interrupted = dir / "i";
+  const std::string args = tree + " " + test::Quote(interrupted) + " --shard-size 64KiB";
+  Outcome outcome;
+  for (int delay_us = 20000; delay_us < 2000000 && !outcome.killed; delay_us *= 2) {
+    fs::remove_all(interrupted);
+    // Killed soon after its first sealed shard: --threads 1 keeps it slow enough.
+    outcome = RunAndKill({"convert", "-q", (dir / "tree").string(), interrupted.string(),
+                          "--shard-size", "64KiB", "--threads", "1"},
+                         std::chrono::microseconds(delay_us));
+  }
+  if (!outcome.killed) {
+    MESSAGE("skipped the interrupted-conversion checks: every run finished before its kill");
+    return;
+  }
+  REQUIRE(fs::exists(interrupted / "resume.json"));
+  const test::CommandResult plain = run(args);
+  CHECK(plain.exit_code == 4);
+  CHECK_MESSAGE(plain.output.find("pass --resume") != std::string::npos, plain.output);
+  const test::CommandResult other_options = run(args + " --resume --align 4096");
+  CHECK(other_options.exit_code == 4);
+  CHECK_MESSAGE(other_options.output.find("other options") != std::string::npos,
+                other_options.output);
+  const test::CommandResult other_format = run(args + " --resume --format lmdb");
+  CHECK(other_format.exit_code == 2);
+  CHECK_MESSAGE(other_format.output.find("--format shard") != std::string::npos,
+                other_format.output);
+  test::WriteText(dir / "tree" / "n01440764" / "added.JPEG", "a new input changes the listing");
+  const test::CommandResult other_listing = run(args + " --resume");
+  CHECK(other_listing.exit_code == 4);
+  CHECK_MESSAGE(other_listing.output.find("another listing") != std::string::npos,
+                other_listing.output);
+  fs::remove(dir / "tree" / "n01440764" / "added.JPEG");
+  // A journal that does not parse is Corrupt, and the files are left alone.
+  test::WriteText(interrupted / "resume.json", "{not json");
+  const test::CommandResult damaged = run(args + " --resume");
+  CHECK(damaged.exit_code == 5);
+  CHECK(fs::exists(interrupted / "resume.json"));
+  // --overwrite starts it again.
+  CHECK(run(args + " --overwrite").exit_code == 0);
+  CHECK_FALSE(fs::exists(interrupted / "resume.json"));
+}
+
 }  // namespace
 }  // namespace packrec

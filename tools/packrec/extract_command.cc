@@ -31,6 +31,9 @@ void AddExtractCommand(CLI::App& app, int& exit_code) {
     }
     std::cout << "extracted " << stats->files_written << " files ("
               << HumanBytes(stats->bytes_written) << ") to " << args->out << "\n";
+    for (const std::string& collision : stats->case_collisions) {
+      std::cout << "warning: " << collision << ": one file on a case-insensitive file system\n";
+    }
   });
 }
 
