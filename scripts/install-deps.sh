@@ -4,6 +4,8 @@
 set -euo pipefail
 packages=(
   g++ cmake make pkg-config git bc clang-format
+  # scripts/fuzz.sh: clang with libFuzzer and its sanitizer runtimes
+  clang libclang-rt-14-dev
   libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libopencv-imgproc-dev libstb-dev libzstd-dev libxxhash-dev
   libcli11-dev nlohmann-json3-dev doctest-dev
   libarchive-dev libprotobuf-dev protobuf-compiler zstd tar

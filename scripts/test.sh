@@ -2,6 +2,7 @@
 # Builds packrec with warnings as errors and runs the whole test suite.
 #   scripts/test.sh              # build/ , RelWithDebInfo
 #   scripts/test.sh --sanitize   # build-asan/ , AddressSanitizer + UndefinedBehaviorSanitizer
+#   scripts/test.sh --tsan       # build-tsan/ , ThreadSanitizer, the concurrency tests only
 # Extra arguments after `--` go to ctest (e.g. -- -L format). The long-running fault tests carry
 # the label `stress` and run only when asked: scripts/test.sh -- -L stress
 set -euo pipefail
@@ -14,6 +15,16 @@ if [[ ${1:-} == --sanitize ]]; then
   cmake_args+=(-DPACKREC_SANITIZE=ON -DPACKREC_BUILD_BENCHMARKS=OFF)
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   shift
+fi
+if [[ ${1:-} == --tsan ]]; then
+  # Only what runs threads against one reader or writer: the rest of the suite adds build time,
+  # not races.
+  cmake -S . -B build-tsan -DPACKREC_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPACKREC_TSAN=ON \
+    -DPACKREC_BUILD_BENCHMARKS=OFF -DPACKREC_BUILD_PYTHON=OFF -DPACKREC_WITH_CUDA=OFF >/dev/null
+  cmake --build build-tsan -j "$(nproc)" --target concurrency_tests
+  export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+  ctest --test-dir build-tsan -j "$(nproc)" --output-on-failure -L concurrency
+  exit
 fi
 [[ ${1:-} == -- ]] && shift
 cmake -S . -B "$build" "${cmake_args[@]}" >/dev/null

@@ -22,6 +22,7 @@
 #include "lmdb/lmdb_format.h"
 #include "lmdb/lmdb_layout.h"
 #include "lmdb/lmdb_status.h"
+#include "lmdb/lmdb_value.h"
 
 namespace packrec::lmdb {
 namespace {
@@ -286,15 +287,7 @@ class LmdbReader final : public Reader {
       if (view.ok()) {
         stats.bytes_checked += value.mv_size;
       } else {
-        ValueHeader header;
-        std::string record_key, ignored;
-        const auto parts = Split(Bytes(value), &ignored);
-        if (parts && DecodeValueHeader(parts->packrec, &header) &&
-            kValueHeaderSize + header.key_size <= parts->packrec.size()) {
-          record_key.assign(reinterpret_cast<const char*>(parts->packrec.data()) + kValueHeaderSize,
-                            header.key_size);
-        }
-        report(index, std::move(record_key), view.status());
+        report(index, RecordValueKey(Bytes(value), datum_), view.status());
       }
     }
     if (rc != MDB_NOTFOUND) report(std::nullopt, "", LmdbError(rc, "iterate", dir_));
@@ -368,28 +361,6 @@ class LmdbReader final : public Reader {
         kManifestFormatName, kLmdbFormatVersion);
   }
 
-  // The packrec part of a value: the whole value, or field 1729 of a Datum (whose data field is
-  // then the payload).
-  struct ValueParts {
-    std::span<const std::byte> packrec;
-    std::span<const std::byte> payload;
-    std::uint64_t label = 0;
-  };
-  std::optional<ValueParts> Split(std::span<const std::byte> value, std::string* problem) const {
-    if (!datum_) return ValueParts{value, {}};
-    DatumFields fields;
-    if (!ParseDatum(value, &fields)) {
-      *problem = "not a well-formed caffe.Datum with packrec's field " +
-                 std::to_string(kDatumPackrecField);
-      return std::nullopt;
-    }
-    if (!fields.encoded || !fields.has_label) {
-      *problem = "caffe.Datum without encoded = true and a label";
-      return std::nullopt;
-    }
-    return ValueParts{fields.packrec, fields.data, fields.label};
-  }
-
   // The environment of this process: a child of fork() opens its own.
   Result<const Environment*> Env() const {
     std::lock_guard lock(env_mutex_);
@@ -425,55 +396,7 @@ class LmdbReader final : public Reader {
 
   Result<RecordView> Decode(std::uint64_t index, std::span<const std::byte> value,
                             ReadScratch& scratch, bool verify) const {
-    // Built only for an error: formatting it for every record cost more than the read.
-    const auto where = [&] { return data_file_ + ": record " + std::to_string(index); };
-    std::string problem;
-    const std::optional<ValueParts> parts = Split(value, &problem);
-    if (!parts) return Status::Corruption(where() + ": " + problem);
-    const std::span<const std::byte> packrec = parts->packrec;
-    ValueHeader header;
-    if (!DecodeValueHeader(packrec, &header) ||
-        packrec.size() < kValueHeaderSize + header.key_size) {
-      return Status::Corruption(where() + ": malformed value header");
-    }
-    RecordView view;
-    view.index = index;
-    view.key = std::string_view(reinterpret_cast<const char*>(packrec.data()) + kValueHeaderSize,
-                                header.key_size);
-    view.label = header.label;
-    view.width = header.width;
-    view.height = header.height;
-    view.channels = header.channels;
-    view.encoding = static_cast<Encoding>(header.encoding);
-    std::span<const std::byte> stored = packrec.subspan(kValueHeaderSize + header.key_size);
-    if (datum_) {
-      if (!stored.empty()) return Status::Corruption(where() + ": payload inside packrec's field");
-      stored = parts->payload;
-      if (parts->label != header.label) {
-        return Status::Corruption(where() + ": caffe.Datum label " + std::to_string(parts->label) +
-                                  " differs from the packrec header's " +
-                                  std::to_string(header.label));
-      }
-    }
-    if (verify) {
-      const std::uint64_t computed = Xxh64(stored, /*seed=*/index);
-      if (computed != header.checksum) {
-        return Status::Corruption(where() + " (key '" + std::string(view.key) +
-                                  "'): checksum mismatch (stored " + Hex64(header.checksum) +
-                                  ", computed " + Hex64(computed) + ")");
-      }
-    }
-    if ((header.flags & kValueZstd) != 0) {
-      PACKREC_RETURN_IF_ERROR(DecompressPayload(stored, header.raw_size, scratch, where()));
-      view.bytes = scratch.bytes;
-    } else {
-      if (stored.size() != header.raw_size) {
-        return Status::Corruption(where() + ": payload is " + std::to_string(stored.size()) +
-                                  " bytes, the header says " + std::to_string(header.raw_size));
-      }
-      view.bytes = stored;
-    }
-    return view;
+    return DecodeRecordValue(index, value, datum_, verify, data_file_, scratch);
   }
 
   // Moves a view's key and bytes into `scratch`, for views that must outlive the transaction.

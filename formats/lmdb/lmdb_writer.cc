@@ -18,6 +18,7 @@
 #include "core/checksum.h"
 #include "core/file_io.h"
 #include "core/output_dir.h"
+#include "dataset/json_util.h"
 #include "dataset/manifest_json.h"
 #include "dataset/payload.h"
 #include "dataset/resume_journal.h"
@@ -132,9 +133,8 @@ Status LmdbWriter::WriteJournal(const std::string& caller_state) {
   ResumeJournal journal;
   journal.format = "lmdb";
   journal.records = records_;
-  journal.writer = {{"payload_bytes", payload_bytes_},
-                    {"label_count", label_count_},
-                    {"map_size", map_size_}};
+  journal.writer = {
+      {"payload_bytes", payload_bytes_}, {"label_count", label_count_}, {"map_size", map_size_}};
   journal.caller_state = caller_state;
   PACKREC_RETURN_IF_ERROR(WriteResumeJournal(env_dir_ / kResumeJournalName, journal));
   checkpointed_records_ = records_;
@@ -175,12 +175,12 @@ std::uint64_t LmdbWriter::AbortKeepingCheckpoint() {
 
 Status LmdbWriter::ResumeAt(const ResumeJournal& journal) {
   try {
-    payload_bytes_ = journal.writer.at("payload_bytes").get<std::uint64_t>();
-    label_count_ = journal.writer.at("label_count").get<std::uint32_t>();
-    map_size_ = std::max(map_size_, journal.writer.at("map_size").get<std::uint64_t>());
+    payload_bytes_ = GetUnsigned<std::uint64_t>(journal.writer.at("payload_bytes"));
+    label_count_ = GetUnsigned<std::uint32_t>(journal.writer.at("label_count"));
+    map_size_ = std::max(map_size_, GetUnsigned<std::uint64_t>(journal.writer.at("map_size")));
   } catch (const nlohmann::json::exception&) {
     return Status::Corruption("cannot resume the conversion in " + env_dir_.string() +
-                           ": its journal has no LMDB state (start again with --overwrite)");
+                              ": its journal has no LMDB state (start again with --overwrite)");
   }
   records_ = journal.records;
   checkpointed_records_ = records_;
@@ -198,14 +198,16 @@ Status LmdbWriter::ResumeAt(const ResumeJournal& journal) {
     if (rc != MDB_SUCCESS) break;
   }
   mdb_cursor_close(cursor);
-  if (rc != MDB_NOTFOUND) return LmdbError(rc, "delete records after the resume point in", env_dir_);
+  if (rc != MDB_NOTFOUND)
+    return LmdbError(rc, "delete records after the resume point in", env_dir_);
   MDB_stat stat;
   mdb_stat(txn_, dbi_, &stat);
   if (stat.ms_entries != records_) {
-    return Status::Corruption("cannot resume the conversion in " + env_dir_.string() + ": data.mdb holds " +
-                           std::to_string(stat.ms_entries) + " records before the resume point, "
-                           "its journal says " + std::to_string(records_) +
-                           " (start again with --overwrite)");
+    return Status::Corruption("cannot resume the conversion in " + env_dir_.string() +
+                              ": data.mdb holds " + std::to_string(stat.ms_entries) +
+                              " records before the resume point, "
+                              "its journal says " +
+                              std::to_string(records_) + " (start again with --overwrite)");
   }
   return CommitBatch();
 }
@@ -504,7 +506,7 @@ Result<ResumedWriter> ResumeLmdbWriter(const fs::path& dir, const WriterOptions&
     // Killed before data.mdb was made: nothing to keep.
     if (journal.records != 0) {
       return Status::Corruption("cannot resume the conversion in " + dir.string() +
-                             ": data.mdb is missing (start again with --overwrite)");
+                                ": data.mdb is missing (start again with --overwrite)");
     }
     PACKREC_RETURN_IF_ERROR(writer->Start());
   } else {

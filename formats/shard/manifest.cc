@@ -1,4 +1,5 @@
 #include "shard/manifest.h"
+#include "dataset/json_util.h"
 
 #include <nlohmann/json.hpp>
 
@@ -34,9 +35,9 @@ Result<Manifest> ParseManifest(std::string_view text, std::string_view name) {
     for (const json& item : manifest.common.extra.at("shards")) {
       ManifestShard shard;
       shard.file = item.at("file").get<std::string>();
-      shard.first_record = item.at("first_record").get<std::uint64_t>();
-      shard.record_count = item.at("record_count").get<std::uint64_t>();
-      shard.size_bytes = item.at("size_bytes").get<std::uint64_t>();
+      shard.first_record = GetUnsigned<std::uint64_t>(item.at("first_record"));
+      shard.record_count = GetUnsigned<std::uint64_t>(item.at("record_count"));
+      shard.size_bytes = GetUnsigned<std::uint64_t>(item.at("size_bytes"));
       if (!ParseHex64(item.at("xxh64").get<std::string>(), &shard.xxh64)) {
         return Status::Corruption(where + ": shard " + shard.file + ": malformed xxh64");
       }

@@ -16,6 +16,7 @@
 #include "core/endian.h"
 #include "core/file_io.h"
 #include "core/output_dir.h"
+#include "dataset/json_util.h"
 #include "dataset/payload.h"
 #include "dataset/resume_journal.h"
 #include "shard/manifest.h"
@@ -324,7 +325,7 @@ Result<std::vector<ManifestShard>> JournalShards(const nlohmann::json& state, co
                                                  SealedTotals& totals) {
   const auto bad = [&](const std::string& why) {
     return Status::Corruption("cannot resume the conversion in " + dir.string() + ": " + why +
-                           " (start again with --overwrite)");
+                              " (start again with --overwrite)");
   };
   const auto shards = state.find("shards");
   if (shards == state.end() || !shards->is_array()) return bad("its journal lists no shards");
@@ -333,10 +334,10 @@ Result<std::vector<ManifestShard>> JournalShards(const nlohmann::json& state, co
     ManifestShard shard;
     try {
       shard.file = entry.at("file").get<std::string>();
-      shard.first_record = entry.at("first_record").get<std::uint64_t>();
-      shard.record_count = entry.at("record_count").get<std::uint64_t>();
-      shard.size_bytes = entry.at("size_bytes").get<std::uint64_t>();
-      shard.xxh64 = entry.at("xxh64").get<std::uint64_t>();
+      shard.first_record = GetUnsigned<std::uint64_t>(entry.at("first_record"));
+      shard.record_count = GetUnsigned<std::uint64_t>(entry.at("record_count"));
+      shard.size_bytes = GetUnsigned<std::uint64_t>(entry.at("size_bytes"));
+      shard.xxh64 = GetUnsigned<std::uint64_t>(entry.at("xxh64"));
     } catch (const nlohmann::json::exception&) {
       return bad("its journal has a damaged shard entry");
     }
@@ -356,8 +357,8 @@ Result<std::vector<ManifestShard>> JournalShards(const nlohmann::json& state, co
     sealed.push_back(std::move(shard));
   }
   try {
-    totals.payload_bytes = state.at("payload_bytes").get<std::uint64_t>();
-    totals.label_count = state.at("label_count").get<std::uint32_t>();
+    totals.payload_bytes = GetUnsigned<std::uint64_t>(state.at("payload_bytes"));
+    totals.label_count = GetUnsigned<std::uint32_t>(state.at("label_count"));
   } catch (const nlohmann::json::exception&) {
     return bad("its journal has no totals");
   }
@@ -391,8 +392,8 @@ Result<ResumedWriter> ResumeShardWriter(const fs::path& dir, const WriterOptions
                            JournalShards(journal.writer, write_dir, totals));
   if (totals.records != journal.records) {
     return Status::Corruption("cannot resume the conversion in " + dir.string() +
-                           ": its journal's shards hold " + std::to_string(totals.records) +
-                           " records, not " + std::to_string(journal.records));
+                              ": its journal's shards hold " + std::to_string(totals.records) +
+                              " records, not " + std::to_string(journal.records));
   }
   // Everything the journal does not list was written after the resume point: the open shard,
   // shards sealed since, a manifest being written.

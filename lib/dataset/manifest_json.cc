@@ -1,4 +1,5 @@
 #include "dataset/manifest_json.h"
+#include "dataset/json_util.h"
 
 #include <algorithm>
 
@@ -96,18 +97,18 @@ Result<DatasetManifest> ParseManifestJson(std::string_view text, std::string_vie
       return Status::Corruption(where + ": format is '" + manifest.format + "', expected '" +
                                 std::string(format) + "'");
     }
-    manifest.format_version = body.at("format_version").get<std::uint32_t>();
+    manifest.format_version = GetUnsigned<std::uint32_t>(body.at("format_version"));
     if (manifest.format_version > max_version) {
       return Status::NotSupported(
           where + ": format version " + std::to_string(manifest.format_version) +
           " is newer than this packrec supports (" + std::to_string(max_version) + ")");
     }
     if (manifest.format_version == 0) return Status::Corruption(where + ": format version 0");
-    manifest.record_count = body.at("record_count").get<std::uint64_t>();
-    manifest.rejected_count = body.at("rejected_count").get<std::uint64_t>();
-    manifest.payload_bytes = body.at("payload_bytes").get<std::uint64_t>();
+    manifest.record_count = GetUnsigned<std::uint64_t>(body.at("record_count"));
+    manifest.rejected_count = GetUnsigned<std::uint64_t>(body.at("rejected_count"));
+    manifest.payload_bytes = GetUnsigned<std::uint64_t>(body.at("payload_bytes"));
     manifest.classes = body.at("classes").get<std::vector<std::string>>();
-    manifest.label_count = body.at("label_count").get<std::uint32_t>();
+    manifest.label_count = GetUnsigned<std::uint32_t>(body.at("label_count"));
     manifest.listing_hash = body.at("listing_hash").get<std::string>();
     manifest.source_kind = body.at("source_kind").get<std::string>();
     manifest.options_json = body.at("options").dump();

@@ -83,6 +83,22 @@ Status DecompressPayload(std::span<const std::byte> stored, std::uint64_t raw_si
   if (raw_size > kMaxRawRecordBytes) {
     return Status::Corruption(where + ": impossible decompressed size " + std::to_string(raw_size));
   }
+  // The size is allocated before decompressing, so a damaged header must not choose it alone
+  // (found by fuzz_lmdb_value: a few bytes asking for gigabytes). The frame's own content size
+  // must agree, and no zstd frame expands more than 32768 times: its densest block is a 3-byte
+  // header and 1 byte of RLE content standing for 128 KiB.
+  const unsigned long long frame_size = ZSTD_getFrameContentSize(stored.data(), stored.size());
+  if (frame_size == ZSTD_CONTENTSIZE_ERROR) {
+    return Status::Corruption(where + ": the payload is not a zstd frame");
+  }
+  if (frame_size != ZSTD_CONTENTSIZE_UNKNOWN && frame_size != raw_size) {
+    return Status::Corruption(where + ": the zstd frame holds " + std::to_string(frame_size) +
+                              " bytes, the record says " + std::to_string(raw_size));
+  }
+  if (raw_size / 32768 > stored.size()) {
+    return Status::Corruption(where + ": " + std::to_string(stored.size()) +
+                              " compressed bytes cannot hold " + std::to_string(raw_size));
+  }
   scratch.bytes.resize(raw_size);
   const std::size_t size =
       ZSTD_decompress(scratch.bytes.data(), scratch.bytes.size(), stored.data(), stored.size());

@@ -1,6 +1,7 @@
 // Convert: list the input, read and check files on N threads, hand them to one writer in listing
 // order. A bounded window between readers and the writer keeps memory flat on huge inputs.
 #include "packrec/convert.h"
+#include "dataset/json_util.h"
 
 #include <nlohmann/json.hpp>
 
@@ -385,10 +386,10 @@ Status RestoreCallerState(const std::string& text, const DatasetMetadata& metada
     if (json.at("options") != nlohmann::json::parse(metadata.options_json)) {
       return refuse("with other options (" + json.at("options").dump() + ")");
     }
-    start.next_item = json.at("next_item").get<std::uint64_t>();
-    start.input_bytes = json.at("input_bytes").get<std::uint64_t>();
+    start.next_item = GetUnsigned<std::uint64_t>(json.at("next_item"));
+    start.input_bytes = GetUnsigned<std::uint64_t>(json.at("input_bytes"));
     for (const nlohmann::json& reject : json.at("rejects")) {
-      start.reject_items.push_back(reject.at("item").get<std::uint64_t>());
+      start.reject_items.push_back(GetUnsigned<std::uint64_t>(reject.at("item")));
       start.rejects.push_back(
           {reject.at("path").get<std::string>(), reject.at("reason").get<std::string>()});
     }

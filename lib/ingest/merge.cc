@@ -8,6 +8,7 @@
 // disk's bandwidth, done once; the expensive part of a conversion (listing, reading and checking
 // millions of small files, re-encoding) is what the parts spread over machines.
 #include "packrec/merge.h"
+#include "dataset/json_util.h"
 
 #include <nlohmann/json.hpp>
 
@@ -91,11 +92,11 @@ Result<Part> OpenPart(const fs::path& path) {
                                   " is not a part of a partitioned conversion (its options "
                                   "have no 'part'; convert with --part I/N)");
     }
-    part.index = it->at("index").get<std::uint32_t>();
-    part.count = it->at("count").get<std::uint32_t>();
-    part.items_begin = it->at("items_begin").get<std::uint64_t>();
-    part.items_end = it->at("items_end").get<std::uint64_t>();
-    part.items_total = it->at("items_total").get<std::uint64_t>();
+    part.index = GetUnsigned<std::uint32_t>(it->at("index"));
+    part.count = GetUnsigned<std::uint32_t>(it->at("count"));
+    part.items_begin = GetUnsigned<std::uint64_t>(it->at("items_begin"));
+    part.items_end = GetUnsigned<std::uint64_t>(it->at("items_end"));
+    part.items_total = GetUnsigned<std::uint64_t>(it->at("items_total"));
     part.options.erase("part");
   } catch (const json::exception& error) {
     return Status::InvalidInput(path.string() + ": unreadable part options: " + error.what());
@@ -183,8 +184,8 @@ Result<WriterOptions> WriterOptionsOf(const json& options, const std::string& fo
     if (options.value("hdf5_layout", std::string("encoded")) == "pixels") {
       writer.hdf5_layout = Hdf5Layout::kPixels;
       const auto size = options.at("size");
-      writer.pixel_height = size.at(0).get<std::uint32_t>();
-      writer.pixel_width = size.at(1).get<std::uint32_t>();
+      writer.pixel_height = GetUnsigned<std::uint32_t>(size.at(0));
+      writer.pixel_width = GetUnsigned<std::uint32_t>(size.at(1));
     }
   } catch (const json::exception& error) {
     return Status::InvalidInput(std::string("unreadable convert options in the parts: ") +

@@ -1,0 +1,28 @@
+// Reading one record's LMDB value, as the LMDB reader does and as the fuzz target drives it.
+#ifndef PACKREC_FORMATS_LMDB_LMDB_VALUE_H_
+#define PACKREC_FORMATS_LMDB_LMDB_VALUE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "packrec/reader.h"
+#include "packrec/status.h"
+
+namespace packrec::lmdb {
+
+// Record `index`'s value: packrec's value header, the key and the payload, or, with `datum`, a
+// caffe.Datum carrying them (docs/formats/lmdb.md). Checks the header's bounds, the checksum when
+// `verify`, and the stored size; decompresses zstd into `scratch`. Corruption errors name
+// `data_file` and the record. The view points into `value` or `scratch`.
+Result<RecordView> DecodeRecordValue(std::uint64_t index, std::span<const std::byte> value,
+                                     bool datum, bool verify, const std::string& data_file,
+                                     ReadScratch& scratch);
+
+// The key a value names, for reporting a damaged record; empty when even that cannot be read.
+std::string RecordValueKey(std::span<const std::byte> value, bool datum);
+
+}  // namespace packrec::lmdb
+
+#endif  // PACKREC_FORMATS_LMDB_LMDB_VALUE_H_

@@ -1,0 +1,111 @@
+// Readers under concurrency, run by the ThreadSanitizer job (scripts/test.sh --tsan) as well as
+// the normal suites: 16 threads reading one reader of every format at random, and a reader opened
+// again and again while a conversion into the same path runs.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "../formats/shard_test_util.h"
+#include "core/checksum.h"
+#include "packrec/convert.h"
+#include "packrec/reader.h"
+#include "test_util.h"
+
+namespace packrec {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST_CASE("16 threads reading one reader at random, every format: every record right") {
+  test::TempDir dir;
+  test::SynthTree(dir / "tree", 3, 40, /*seed=*/11, /*size=*/96);
+  for (const std::string format : {"shard", "lmdb", "hdf5"}) {
+    CAPTURE(format);
+    const fs::path path = dir / (format == "hdf5" ? "ds.h5" : "ds-" + format);
+    ConvertOptions options;
+    options.source = dir / "tree";
+    options.output = path;
+    options.writer.format = format;
+    options.writer.shard_size_bytes = 64 << 10;  // several shards
+    options.threads = 4;
+    REQUIRE(Convert(options).ok());
+    auto reader = OpenDataset(path);
+    REQUIRE(reader.ok());
+    const std::uint64_t count = (*reader)->size();
+    REQUIRE(count == 120);
+    // What each record must read back as, taken on one thread first.
+    std::vector<std::uint64_t> expected(count);
+    {
+      ReadScratch scratch;
+      for (std::uint64_t i = 0; i < count; ++i) {
+        auto record = (*reader)->Read(i, scratch);
+        REQUIRE(record.ok());
+        expected[i] = Xxh64(record->bytes) ^ (std::uint64_t{record->label} << 56);
+      }
+    }
+    std::atomic<int> wrong{0};
+    std::atomic<int> reads{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 16; ++t) {
+      threads.emplace_back([&, t] {
+        ReadScratch scratch;  // one per thread, as the Reader contract asks
+        std::mt19937_64 random(static_cast<std::uint64_t>(t) * 7919);
+        for (int n = 0; n < 400; ++n) {
+          const std::uint64_t i = random() % count;
+          auto record = (*reader)->Read(i, scratch);
+          if (!record.ok() ||
+              (Xxh64(record->bytes) ^ (std::uint64_t{record->label} << 56)) != expected[i]) {
+            ++wrong;
+          }
+          ++reads;
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    CHECK(wrong == 0);
+    CHECK(reads == 16 * 400);
+  }
+}
+
+TEST_CASE("a reader opened while a conversion runs sees no dataset, then the whole one") {
+  test::TempDir dir;
+  test::SynthTree(dir / "tree", 2, 150, /*seed=*/12, /*size=*/128);
+  for (const std::string format : {"shard", "lmdb", "hdf5"}) {
+    CAPTURE(format);
+    const fs::path path = dir / (format == "hdf5" ? "live.h5" : "live-" + format);
+    ConvertOptions options;
+    options.source = dir / "tree";
+    options.output = path;
+    options.writer.format = format;
+    options.writer.shard_size_bytes = 32 << 10;  // many sealed shards while it runs
+    options.threads = 2;
+    std::atomic<bool> done{false};
+    std::thread conversion([&] {
+      CHECK(Convert(options).ok());
+      done = true;
+    });
+    int partial = 0, absent = 0, whole = 0;
+    while (!done) {
+      auto reader = OpenDataset(path);
+      if (!reader.ok()) {
+        ++absent;  // no manifest yet: not a dataset
+      } else if ((*reader)->size() == 300) {
+        ++whole;
+      } else {
+        ++partial;
+      }
+    }
+    conversion.join();
+    CHECK(partial == 0);
+    MESSAGE(format << ": opened " << absent << " times before it was whole, " << whole << " after");
+    auto reader = OpenDataset(path);
+    REQUIRE(reader.ok());
+    CHECK((*reader)->size() == 300);
+  }
+}
+
+}  // namespace
+}  // namespace packrec
