@@ -488,14 +488,10 @@ namespace packrec::lmdb {
 
 Result<ResumedWriter> ResumeLmdbWriter(const fs::path& dir, const WriterOptions& options) {
   PACKREC_RETURN_IF_ERROR(CheckLmdbOptions(options));
-  PACKREC_ASSIGN_OR_RETURN(OutputDirectory out, OutputDirectory::Reopen(dir));
+  PACKREC_ASSIGN_OR_RETURN(InterruptedConversion interrupted, ReopenInterrupted(dir, "lmdb"));
+  OutputDirectory& out = interrupted.out;
+  const ResumeJournal& journal = interrupted.journal;
   const fs::path write_dir = out.write_dir();
-  PACKREC_ASSIGN_OR_RETURN(const ResumeJournal journal,
-                           ReadResumeJournal(write_dir / kResumeJournalName));
-  if (journal.format != "lmdb") {
-    return Status::InvalidArgument(dir.string() + " holds an interrupted " + journal.format +
-                                   " conversion, not an lmdb one");
-  }
   // What Finish writes beside data.mdb, and a compaction cut short: the resumed Finish redoes it.
   std::error_code error;
   for (const char* stale : {"lock.mdb", "rejects.tsv", kDatumManifestName, kCompactDir}) {

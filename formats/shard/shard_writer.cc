@@ -90,6 +90,7 @@ class ShardWriter final : public DatasetWriter {
   Status StartShard();
   Status SealShard();
   Status WriteJournal(const std::string& caller_state);
+  void RemoveOpenShard();
 
   OutputDirectory out_;
   fs::path dir_;  // where files are written until out_.Commit()
@@ -202,12 +203,7 @@ std::uint64_t ShardWriter::AbortKeepingCheckpoint() {
     Abort();
     return 0;
   }
-  std::error_code ignored;
-  if (current_) {
-    current_->file->Close().ok();  // the file is removed next; its close status is moot
-    fs::remove(current_->tmp_path, ignored);
-    current_.reset();
-  }
+  RemoveOpenShard();
   // Shards sealed after the last resume point stay too: their fsync succeeded, and the journal on
   // disk may already list them (a failed journal write may have failed after its rename). The
   // resumed run keeps what its journal lists and removes the rest.
@@ -285,14 +281,17 @@ Status ShardWriter::Finish(const DatasetMetadata& metadata) {
   return Status::OK();
 }
 
+void ShardWriter::RemoveOpenShard() {
+  if (!current_) return;
+  current_->file->Close().ok();  // the file is removed next; its close status is moot
+  std::error_code ignored;
+  fs::remove(current_->tmp_path, ignored);
+  current_.reset();
+}
+
 void ShardWriter::Abort() {
   if (finished_) return;
-  std::error_code ignored;
-  if (current_) {
-    current_->file->Close().ok();  // the file is removed next; its close status is moot
-    fs::remove(current_->tmp_path, ignored);
-    current_.reset();
-  }
+  RemoveOpenShard();
   sealed_.clear();
   out_.Abort();
   finished_ = true;  // nothing left to abort
@@ -379,14 +378,10 @@ Result<std::unique_ptr<DatasetWriter>> CreateShardWriter(const fs::path& dir,
 
 Result<ResumedWriter> ResumeShardWriter(const fs::path& dir, const WriterOptions& options) {
   PACKREC_RETURN_IF_ERROR(CheckShardOptions(options));
-  PACKREC_ASSIGN_OR_RETURN(OutputDirectory out, OutputDirectory::Reopen(dir));
+  PACKREC_ASSIGN_OR_RETURN(InterruptedConversion interrupted, ReopenInterrupted(dir, "shard"));
+  OutputDirectory& out = interrupted.out;
+  const ResumeJournal& journal = interrupted.journal;
   const fs::path write_dir = out.write_dir();
-  PACKREC_ASSIGN_OR_RETURN(const ResumeJournal journal,
-                           ReadResumeJournal(write_dir / kResumeJournalName));
-  if (journal.format != "shard") {
-    return Status::InvalidArgument(dir.string() + " holds an interrupted " + journal.format +
-                                   " conversion, not a shard one");
-  }
   SealedTotals totals;
   PACKREC_ASSIGN_OR_RETURN(std::vector<ManifestShard> sealed,
                            JournalShards(journal.writer, write_dir, totals));

@@ -30,7 +30,7 @@ Result<ResumeJournal> ReadResumeJournal(const fs::path& path) {
   const json document = json::parse(text, nullptr, /*allow_exceptions=*/false);
   const auto bad = [&](const std::string& why) {
     return Status::Corruption("resume journal " + path.string() + ": " + why +
-                           " (start the conversion again with --overwrite)");
+                              " (start the conversion again with --overwrite)");
   };
   if (document.is_discarded() || !document.is_object()) return bad("not a JSON object");
   const auto version = document.find("packrec_resume");
@@ -53,6 +53,17 @@ Result<ResumeJournal> ReadResumeJournal(const fs::path& path) {
   journal.writer = *writer;
   journal.caller_state = caller->get<std::string>();
   return journal;
+}
+
+Result<InterruptedConversion> ReopenInterrupted(const fs::path& dir, const std::string& format) {
+  PACKREC_ASSIGN_OR_RETURN(OutputDirectory out, OutputDirectory::Reopen(dir));
+  PACKREC_ASSIGN_OR_RETURN(ResumeJournal journal,
+                           ReadResumeJournal(out.write_dir() / kResumeJournalName));
+  if (journal.format != format) {
+    return Status::InvalidArgument(dir.string() + " holds an interrupted " + journal.format +
+                                   " conversion, not a " + format + " one");
+  }
+  return InterruptedConversion{std::move(out), std::move(journal)};
 }
 
 }  // namespace packrec

@@ -27,6 +27,16 @@ Status WriteResumeJournal(const std::filesystem::path& path, const ResumeJournal
 // NotFound when there is none; Corrupt when it cannot be read as one.
 Result<ResumeJournal> ReadResumeJournal(const std::filesystem::path& path);
 
+// The interrupted conversion of `format` in dataset directory `dir` (shard, lmdb): where it was
+// writing (OutputDirectory::Reopen) and its journal. NotFound when there is none, InvalidArgument
+// when it was of another format.
+struct InterruptedConversion {
+  OutputDirectory out;
+  ResumeJournal journal;
+};
+Result<InterruptedConversion> ReopenInterrupted(const std::filesystem::path& dir,
+                                                const std::string& format);
+
 }  // namespace packrec
 
 #endif  // PACKREC_LIB_DATASET_RESUME_JOURNAL_H_

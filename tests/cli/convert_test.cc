@@ -202,23 +202,8 @@ TEST_CASE("list-file input and transcoding at convert time") {
   CHECK(VerifyDataset(**reader, {true}, reporter).problems == 0);
 }
 
-TEST_CASE("extract refuses keys that would escape the output directory") {
+TEST_CASE("extract does not follow a symlink planted in the output directory") {
   test::TempDir dir;
-  for (const char* key : {"../escape.jpg", "/etc/evil.jpg", "a/../../b.jpg", "a//b.jpg"}) {
-    CAPTURE(key);
-    const fs::path ds = dir / ("ds" + std::to_string(std::hash<std::string>{}(key)));
-    test::WriteDataset(
-        ds, {{"fine/ok.jpg", 0, test::MakeJpeg(8, 8, 1)}, {key, 0, test::MakeJpeg(8, 8, 2)}});
-    auto reader = OpenDataset(ds);
-    REQUIRE(reader.ok());
-    auto extracted = ExtractDataset(**reader, ds.string() + "-out");
-    REQUIRE_FALSE(extracted.ok());
-    CHECK(fs::is_empty(ds.string() + "-out"));  // nothing written, not even the good record
-    CHECK(extracted.status().code() == StatusCode::kInvalidArgument);
-    CHECK(extracted.status().message().find("record 1") != std::string::npos);
-    CHECK(extracted.status().message().find("escape") != std::string::npos);
-  }
-  CHECK_FALSE(fs::exists(dir / "escape.jpg"));
   // A symlink planted inside the output directory does not lead out of it either.
   test::WriteDataset(dir / "linked", {{"sub/x.jpg", 0, test::MakeJpeg(8, 8, 3)}});
   fs::create_directories(dir / "out2");
@@ -231,10 +216,14 @@ TEST_CASE("extract refuses keys that would escape the output directory") {
   CHECK(fs::is_empty(dir / "elsewhere"));
 }
 
-TEST_CASE("extract refuses control characters and key collisions, reports case collisions") {
+TEST_CASE("extract refuses escaping keys, control characters and collisions; reports case ones") {
   test::TempDir dir;
   test::WriteText(dir / "canary", "untouched");
   const std::vector<std::pair<std::string, std::string>> refused = {
+      {"../escape.jpg", "escape"},
+      {"/etc/evil.jpg", "escape"},
+      {"a/../../b.jpg", "escape"},
+      {"a//b.jpg", "escape"},
       {"new\nline.jpg", "control character"},
       {"tab\there.jpg", "control character"},
       {std::string("nul\0byte.jpg", 12), "escape"},
@@ -259,6 +248,7 @@ TEST_CASE("extract refuses control characters and key collisions, reports case c
     CHECK(fs::is_empty(ds.string() + "-out"));
   }
   CHECK(test::ReadBytes(dir / "canary").size() == std::string("untouched").size());
+  CHECK_FALSE(fs::exists(dir / "escape.jpg"));
   // Keys that differ only in case are two files here, and reported.
   test::WriteDataset(dir / "cased", {{"a/Cat.jpg", 0, test::MakeJpeg(8, 8, 4)},
                                      {"a/cat.jpg", 1, test::MakeJpeg(8, 8, 5)}});

@@ -46,12 +46,13 @@ std::vector<LoggedCall> ReadLog(const fs::path& log) {
 test::CommandResult RunWithFault(const std::string& args, const fs::path& dir,
                                  const std::string& fault, const fs::path& log) {
   std::string env = "env LD_PRELOAD=" + test::Quote(PACKREC_FAULT_SHIM) +
-                    " PACKREC_FAULT_DIR=" + test::Quote(dir) + " PACKREC_FAULT_LOG=" +
-                    test::Quote(log) + " PACKREC_FAULT=" + (fault.empty() ? "none:0:EIO" : fault);
+                    " PACKREC_FAULT_DIR=" + test::Quote(dir) +
+                    " PACKREC_FAULT_LOG=" + test::Quote(log) +
+                    " PACKREC_FAULT=" + (fault.empty() ? "none:0:EIO" : fault);
   // Sanitizer builds: the shim is loaded before the sanitizer runtime, which is fine here.
   const char* asan = std::getenv("ASAN_OPTIONS");
-  env += " ASAN_OPTIONS=" + test::Quote(std::string(asan != nullptr ? asan : "") +
-                                        ":verify_asan_link_order=0");
+  env += " ASAN_OPTIONS=" +
+         test::Quote(std::string(asan != nullptr ? asan : "") + ":verify_asan_link_order=0");
   const std::string command = env + " " + PACKREC_CLI_PATH + " " + args + " 2>&1";
   test::CommandResult result;
   FILE* pipe = ::popen(command.c_str(), "r");
@@ -115,7 +116,8 @@ TEST_CASE("injected ENOSPC on write and EIO on fsync: named, nothing half-writte
         fs::create_directories(run_dir);
         const fs::path log = run_dir.string() + ".log";
         fs::remove(log);
-        const test::CommandResult failed = RunWithFault(convert(run_dir / name), run_dir, fault, log);
+        const test::CommandResult failed =
+            RunWithFault(convert(run_dir / name), run_dir, fault, log);
         ++injected;
         CHECK_MESSAGE(failed.exit_code == 6, failed.output);
         CHECK_MESSAGE(failed.output.find(text) != std::string::npos, failed.output);
@@ -129,8 +131,7 @@ TEST_CASE("injected ENOSPC on write and EIO on fsync: named, nothing half-writte
         }
         const bool kept = failed.output.find("records are kept") != std::string::npos;
         resumed_with_records += kept ? 1 : 0;
-        const test::CommandResult resumed_run =
-            test::RunCli(convert(run_dir / name) + " --resume");
+        const test::CommandResult resumed_run = test::RunCli(convert(run_dir / name) + " --resume");
         REQUIRE_MESSAGE(resumed_run.exit_code == 0, resumed_run.output);
         // Kept records are resumed from, unless the dataset was already whole: the failure came
         // after its last file was in place (the final directory fsync), and it is left there.
@@ -144,8 +145,8 @@ TEST_CASE("injected ENOSPC on write and EIO on fsync: named, nothing half-writte
       }
     }
   }
-  MESSAGE("faults injected: " << injected << "; resumed from kept records: "
-                              << resumed_with_records << "; records lost: 0");
+  MESSAGE("faults injected: " << injected << "; resumed from kept records: " << resumed_with_records
+                              << "; records lost: 0");
 }
 
 }  // namespace
