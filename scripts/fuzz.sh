@@ -3,11 +3,13 @@
 # SECONDS (default 30), starting from its seed corpus in tests/fuzz/corpus/<target>/.
 #   scripts/fuzz.sh            # every target, 30 s each
 #   scripts/fuzz.sh 15 fuzz_image fuzz_manifest
-# A crash stops with its input in build-fuzz/crashes/<target>/. Once the bug is fixed, copy that
+# The mutation seed is PACKREC_FUZZ_SEED (default 1, so a CI run is repeatable; 0 picks one at
+# random). A crash stops with its input in build-fuzz/crashes/<target>/. Once the bug is fixed, copy that
 # file into tests/fuzz/corpus/<target>/: the normal tests replay every file there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
+seed=${PACKREC_FUZZ_SEED:-1}
 shift || true
 targets=("$@")
 [[ ${#targets[@]} -eq 0 ]] && targets=(fuzz_manifest fuzz_shard_reader fuzz_lmdb_value fuzz_image
@@ -31,7 +33,7 @@ for target in "${targets[@]}"; do
   # library, nothing packrec holds): leaks are not counted for the HDF5 target.
   leaks=1
   [[ $target == fuzz_hdf5_reader ]] && leaks=0
-  if ! ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=$leaks build-fuzz/tests/"$target" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
+  if ! ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=$leaks build-fuzz/tests/"$target" -seed="$seed" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
       -max_len=65536 -print_final_stats=1 -artifact_prefix="$crashes/" "$corpus" \
       2>build-fuzz/"$target".log; then
     status=1

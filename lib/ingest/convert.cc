@@ -87,6 +87,21 @@ Prepared PrepareBytes(Result<std::vector<std::byte>> bytes, const ConvertOptions
   return prepared;
 }
 
+// True when SRC is a directory and OUT is it or lies under it (symlinks resolved).
+bool OutputInsideSource(const ConvertOptions& options) {
+  std::error_code error;
+  if (!fs::is_directory(options.source, error)) return false;
+  const fs::path source = fs::canonical(options.source, error);
+  if (error) return false;
+  const fs::path output = fs::weakly_canonical(fs::absolute(options.output, error), error);
+  if (error) return false;
+  auto out = output.begin();
+  for (auto it = source.begin(); it != source.end(); ++it, ++out) {
+    if (out == output.end() || *out != *it) return false;
+  }
+  return true;
+}
+
 Status ValidateOptions(const ConvertOptions& options) {
   if (options.threads > 1024) {
     return Status::InvalidArgument("--threads must be 1 to 1024, got " +
@@ -110,6 +125,11 @@ Status ValidateOptions(const ConvertOptions& options) {
   if (options.resize_short > 65535) {
     return Status::InvalidArgument("--resize-short must be at most 65535, got " +
                                    std::to_string(options.resize_short));
+  }
+  if (OutputInsideSource(options)) {
+    return Status::InvalidArgument(
+        "OUT " + options.output.string() + " lies inside SRC " + options.source.string() +
+        ": the next conversion would list it as input; choose an output path outside SRC");
   }
   if (options.resume && options.writer.overwrite) {
     return Status::InvalidArgument(

@@ -144,6 +144,9 @@ TEST_CASE("cli: documented exit codes for each kind of mistake, each naming what
       {"convert " + Quote(dir / "tree") + " " + Quote(dir / "o9") + " --on-error ignore", 2,
        "--on-error"},
       {"convert " + Quote(dir / "tree") + " " + Quote(dir / "o10") + " --bogus", 2, "--bogus"},
+      {"convert " + Quote(dir / "tree") + " " + Quote(dir / "tree" / "o11"), 2, "lies inside SRC"},
+      {"convert " + Quote(dir / "tree") + " " + Quote(dir / "file.bin" / "o12"), 6,
+       "Not a directory"},
       {"info " + Quote(dir / "missing"), 3, "no such dataset"},
       {"info " + Quote(dir / "tree"), 3, "not a packrec dataset"},
       {"frobnicate", 2, "frobnicate"},
@@ -156,6 +159,7 @@ TEST_CASE("cli: documented exit codes for each kind of mistake, each naming what
   }
   CHECK(fs::exists(dir / "taken" / "thesis.tex"));
   for (int i = 1; i <= 10; ++i) CHECK_FALSE(fs::exists(dir / ("o" + std::to_string(i))));
+  CHECK_FALSE(fs::exists(dir / "tree" / "o11"));
 }
 
 TEST_CASE("cli: every valued flag refuses bad values by name, exit 2, and creates nothing") {
