@@ -12,7 +12,8 @@
 namespace packrec::hdf5 {
 
 // A regular file that starts with the HDF5 signature.
-bool LooksLikeHdf5Dataset(const std::filesystem::path& path);
+// Whether `path` holds a dataset of this format; an error when the path cannot be read.
+Result<bool> LooksLikeHdf5Dataset(const std::filesystem::path& path);
 Result<std::unique_ptr<DatasetWriter>> CreateHdf5Writer(const std::filesystem::path& file,
                                                         const WriterOptions& options);
 Result<ResumedWriter> ResumeHdf5Writer(const std::filesystem::path& file,

@@ -1,5 +1,9 @@
 #include "hdf5/hdf5_util.h"
 
+#include <charconv>
+#include <cstring>
+#include <string_view>
+
 namespace packrec::hdf5 {
 
 std::mutex& LibraryMutex() {
@@ -16,24 +20,47 @@ void PrepareLibrary() {
   });
 }
 
-std::string LastError() {
-  std::string message;
+namespace {
+
+// HDF5's file driver reports a failed system call (open, read, write) over several lines:
+// "file read failed: time = ..., filename = '...', file descriptor = 4, errno = 5, error
+// message = 'Input/output error', buf = ...". Kept: what failed and the system's reason
+// ("file read failed: Input/output error").
+void ShortenSystemError(LibraryError& error) {
+  static constexpr std::string_view kErrno = "errno = ";
+  const std::size_t at = error.text.find(kErrno);
+  if (at == std::string::npos) return;
+  int number = 0;
+  const char* first = error.text.data() + at + kErrno.size();
+  const auto [end, parsed] = std::from_chars(first, error.text.data() + error.text.size(), number);
+  if (parsed != std::errc() || end == first || number <= 0) return;
+  error.system_error = number;
+  error.text = error.text.substr(0, error.text.find(':')) + ": " + std::strerror(number);
+}
+
+}  // namespace
+
+LibraryError LastError() {
+  LibraryError error;
   H5Ewalk2(
       H5E_DEFAULT, H5E_WALK_UPWARD,
-      [](unsigned, const H5E_error2_t* error, void* out) -> herr_t {
-        auto* text = static_cast<std::string*>(out);
-        if (text->empty() && error->desc != nullptr) *text = error->desc;
+      [](unsigned, const H5E_error2_t* entry, void* out) -> herr_t {
+        auto* innermost = static_cast<LibraryError*>(out);
+        if (innermost->text.empty() && entry->desc != nullptr) {
+          innermost->text = entry->desc;
+          ShortenSystemError(*innermost);
+        }
         return 0;
       },
-      &message);
-  return message;
+      &error);
+  return error;
 }
 
 Status Hdf5Error(StatusCode code, const std::string& operation, const std::filesystem::path& path) {
   std::string message = "hdf5 " + operation + " " + path.string();
-  const std::string detail = LastError();
-  if (!detail.empty()) message += ": " + detail;
-  return {code, std::move(message)};
+  const LibraryError error = LastError();
+  if (!error.text.empty()) message += ": " + error.text;
+  return {error.system_error != 0 ? StatusCode::kIOError : code, std::move(message)};
 }
 
 }  // namespace packrec::hdf5

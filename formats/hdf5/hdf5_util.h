@@ -52,8 +52,12 @@ std::mutex& LibraryMutex();
 // packrec opens is closed explicitly, so the clean-up has nothing to do.
 void PrepareLibrary();
 
-// The innermost message of the current HDF5 error stack ("" when there is none).
-std::string LastError();
+// The innermost error of the current HDF5 error stack.
+struct LibraryError {
+  std::string text;      // "" when there is none
+  int system_error = 0;  // the errno of a failed read or write of the file itself, else 0
+};
+LibraryError LastError();
 
 // An HDF5 identifier closed with `close` on destruction.
 class Handle {
@@ -96,6 +100,8 @@ class Handle {
 };
 
 // "hdf5 <operation> <path>: <HDF5's message>" as `code`.
+// "hdf5 OPERATION PATH: DETAIL" with the last error's text; an IOError, whatever `code` says,
+// when that error is a failed system call (a disk error is not corruption).
 Status Hdf5Error(StatusCode code, const std::string& operation, const std::filesystem::path& path);
 
 }  // namespace packrec::hdf5

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -493,16 +494,16 @@ class PixelsWriter final : public Hdf5WriterBase {
 
 }  // namespace
 
-bool LooksLikeHdf5Dataset(const fs::path& path) {
+Result<bool> LooksLikeHdf5Dataset(const fs::path& path) {
   static constexpr unsigned char kSignature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
-  std::error_code error;
-  if (!fs::is_regular_file(path, error)) return false;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  unsigned char head[8] = {};
-  const ssize_t n = ::read(fd, head, sizeof head);
-  ::close(fd);
-  return n == sizeof head && std::memcmp(head, kSignature, sizeof head) == 0;
+  PACKREC_ASSIGN_OR_RETURN(const bool regular, IsRegularFile(path));
+  if (!regular) return false;
+  PACKREC_ASSIGN_OR_RETURN(const auto file, RandomAccessFile::Open(path));
+  std::array<std::byte, sizeof kSignature> head{};
+  const Status read = file->ReadExact(0, head);
+  if (read.code() == StatusCode::kTruncated) return false;  // shorter than a signature
+  PACKREC_RETURN_IF_ERROR(read);
+  return std::memcmp(head.data(), kSignature, sizeof kSignature) == 0;
 }
 
 namespace {
@@ -548,7 +549,8 @@ Result<std::unique_ptr<DatasetWriter>> CreateHdf5Writer(const fs::path& file,
     fs::remove(journal, error);
   }
   if (fs::exists(file, error)) {
-    if (!LooksLikeHdf5Dataset(file)) {
+    PACKREC_ASSIGN_OR_RETURN(const bool hdf5, LooksLikeHdf5Dataset(file));
+    if (!hdf5) {
       return Status::AlreadyExists(file.string() +
                                    " exists and is not an HDF5 file; refusing to replace it");
     }

@@ -12,7 +12,8 @@
 
 namespace packrec::lmdb {
 
-bool LooksLikeLmdbDataset(const std::filesystem::path& path);
+// Whether `path` holds a dataset of this format; an error when the path cannot be read.
+Result<bool> LooksLikeLmdbDataset(const std::filesystem::path& path);
 Result<std::unique_ptr<DatasetWriter>> CreateLmdbWriter(const std::filesystem::path& dir,
                                                         const WriterOptions& options);
 Result<ResumedWriter> ResumeLmdbWriter(const std::filesystem::path& dir,

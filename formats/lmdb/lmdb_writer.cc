@@ -446,9 +446,8 @@ void LmdbWriter::Abort() {
 
 }  // namespace
 
-bool LooksLikeLmdbDataset(const fs::path& path) {
-  std::error_code ignored;
-  return fs::is_regular_file(path / kDataFileName, ignored);
+Result<bool> LooksLikeLmdbDataset(const fs::path& path) {
+  return IsRegularFile(path / kDataFileName);
 }
 
 namespace {

@@ -10,7 +10,8 @@
 
 namespace packrec::shard {
 
-bool LooksLikeShardDataset(const std::filesystem::path& path);
+// Whether `path` holds a dataset of this format; an error when the path cannot be read.
+Result<bool> LooksLikeShardDataset(const std::filesystem::path& path);
 Result<std::unique_ptr<DatasetWriter>> CreateShardWriter(const std::filesystem::path& dir,
                                                          const WriterOptions& options);
 Result<ResumedWriter> ResumeShardWriter(const std::filesystem::path& dir,

@@ -299,9 +299,8 @@ void ShardWriter::Abort() {
 
 }  // namespace
 
-bool LooksLikeShardDataset(const fs::path& path) {
-  std::error_code ignored;
-  return fs::is_regular_file(path / kManifestName, ignored);
+Result<bool> LooksLikeShardDataset(const fs::path& path) {
+  return IsRegularFile(path / kManifestName);
 }
 
 namespace {

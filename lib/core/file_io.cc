@@ -44,6 +44,13 @@ Status ErrnoStatus(std::string_view operation, const std::filesystem::path& path
   return Status::IOError(std::move(message));
 }
 
+Result<bool> IsRegularFile(const std::filesystem::path& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0) return S_ISREG(info.st_mode);
+  if (errno == ENOENT || errno == ENOTDIR) return false;
+  return ErrnoStatus("stat", path, errno);
+}
+
 Result<std::vector<std::byte>> ReadWholeFile(const std::filesystem::path& path) {
   PACKREC_ASSIGN_OR_RETURN(const auto file, RandomAccessFile::Open(path));
   PACKREC_ASSIGN_OR_RETURN(const std::uint64_t size, file->RegularFileSize());

@@ -22,6 +22,11 @@ Status ErrnoStatus(std::string_view operation, const std::filesystem::path& path
 
 Result<std::vector<std::byte>> ReadWholeFile(const std::filesystem::path& path);
 
+// Whether `path` is a regular file (following symlinks): false when nothing is there, an
+// IOError when it cannot be told (EACCES on a directory above it, EIO), so a caller that sniffs
+// formats does not take an unreadable dataset for something else.
+Result<bool> IsRegularFile(const std::filesystem::path& path);
+
 // Owns a file descriptor: closed on destruction (fd < 0 holds nothing). Move-free on purpose.
 class ScopedFd {
  public:

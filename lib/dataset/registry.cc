@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 
 struct FormatEntry {
   const char* name;
-  bool (*looks_like)(const fs::path&);
+  Result<bool> (*looks_like)(const fs::path&);
   Result<std::unique_ptr<Reader>> (*open)(const fs::path&, const OpenOptions&);
   Result<std::unique_ptr<DatasetWriter>> (*create)(const fs::path&, const WriterOptions&);
   Result<ResumedWriter> (*resume)(const fs::path&, const WriterOptions&);
@@ -55,7 +55,8 @@ Result<std::unique_ptr<Reader>> OpenDataset(const fs::path& path, const OpenOpti
   std::error_code error;
   if (!fs::exists(path, error)) return Status::NotFound("no such dataset: " + path.string());
   for (const FormatEntry& format : kFormats) {
-    if (format.looks_like(path)) return format.open(path, options);
+    PACKREC_ASSIGN_OR_RETURN(const bool found, format.looks_like(path));
+    if (found) return format.open(path, options);
   }
   if (fs::is_regular_file(path, error) && fs::file_size(path, error) == 0) {
     return Status::Truncated(path.string() + " is empty (0 bytes): a dataset file cut short?");

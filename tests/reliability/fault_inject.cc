@@ -1,10 +1,14 @@
-// An LD_PRELOAD shim that makes one chosen write or fsync of a file under a chosen directory fail,
-// the way a full disk or a failing device does, and logs every call it counts. The tests run the
-// packrec CLI under it (reliability/fault_test.cc).
+// An LD_PRELOAD shim that makes one chosen write, fsync, open or read of a file under a chosen
+// directory fail, the way a full disk, a failing device or a file without read permission does,
+// and logs every call it counts. The tests run the packrec CLI under it (fault_test.cc).
 //   PACKREC_FAULT_DIR=/path        only files under it count
 //   PACKREC_FAULT=write:N:ENOSPC   the Nth counted write (write, pwrite, writev, pwritev) fails
 //   PACKREC_FAULT=fsync:N:EIO      the Nth counted fsync or fdatasync fails
-//   PACKREC_FAULT_LOG=/path/log    one line per counted call: "write|fsync N PATH ok|ERRNO"
+//   PACKREC_FAULT=open:N:EACCES    the Nth counted open of a file (open, openat; by the path
+//                                  given; directories are not counted) fails: an unreadable file,
+//                                  even for root, whom mode 000 does not stop
+//   PACKREC_FAULT=read:N:EIO       the Nth counted read or pread fails
+//   PACKREC_FAULT_LOG=/path/log    one line per counted call: "KIND N PATH ok|ERRNO"
 // Hand-written because no Debian package interposes on these calls for a test (libfiu is not in
 // Debian 12); it is kept to what the tests need.
 #include <dlfcn.h>
@@ -14,6 +18,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,7 +29,7 @@ namespace {
 
 struct Config {
   std::string dir;
-  std::string kind;  // "write" or "fsync"
+  std::string kind;  // "write", "fsync", "open" or "read"
   long target = 0;
   int error = 0;
   std::FILE* log = nullptr;
@@ -42,7 +47,10 @@ const Config& GetConfig() {
         c.kind = spec.substr(0, first);
         c.target = std::atol(spec.substr(first + 1, second - first - 1).c_str());
         const std::string name = spec.substr(second + 1);
-        c.error = name == "ENOSPC" ? ENOSPC : name == "EDQUOT" ? EDQUOT : EIO;
+        c.error = name == "ENOSPC"   ? ENOSPC
+                  : name == "EDQUOT" ? EDQUOT
+                  : name == "EACCES" ? EACCES
+                                     : EIO;
       }
     }
     if (const char* log = std::getenv("PACKREC_FAULT_LOG")) c.log = std::fopen(log, "a");
@@ -53,6 +61,8 @@ const Config& GetConfig() {
 
 std::atomic<long> write_calls{0};
 std::atomic<long> fsync_calls{0};
+std::atomic<long> open_calls{0};
+std::atomic<long> read_calls{0};
 std::mutex log_mutex;
 
 // The file's path when it lies under PACKREC_FAULT_DIR; empty otherwise.
@@ -70,9 +80,18 @@ std::string CountedPath(int fd) {
   return target;
 }
 
-// Counts the call; true (with errno set) when this one is to fail.
-bool ShouldFail(const char* kind, std::atomic<long>& counter, int fd) {
-  const std::string path = CountedPath(fd);
+// The path when an open of it counts: it names a file under PACKREC_FAULT_DIR (the tests pass
+// absolute paths; a relative one counts only if it is spelled from the directory itself), and it
+// is not opened as a directory (listing the tree is not what the open faults are about).
+std::string CountedPath(const char* path, int flags) {
+  const Config& config = GetConfig();
+  if (config.dir.empty() || path == nullptr || (flags & O_DIRECTORY) != 0) return "";
+  if (std::strncmp(path, config.dir.c_str(), config.dir.size()) != 0) return "";
+  return path;
+}
+
+// Counts the call on `path` (empty: not counted); true (with errno set) when this one is to fail.
+bool ShouldFail(const char* kind, std::atomic<long>& counter, const std::string& path) {
   if (path.empty()) return false;
   const Config& config = GetConfig();
   const long n = ++counter;
@@ -85,6 +104,15 @@ bool ShouldFail(const char* kind, std::atomic<long>& counter, int fd) {
   }
   if (fail) errno = config.error;
   return fail;
+}
+
+bool ShouldFail(const char* kind, std::atomic<long>& counter, int fd) {
+  return ShouldFail(kind, counter, CountedPath(fd));
+}
+
+// open's mode argument is there only when the flags can create a file.
+mode_t ModeArgument(int flags, va_list args) {
+  return (flags & (O_CREAT | O_TMPFILE)) != 0 ? static_cast<mode_t>(va_arg(args, int)) : 0;
 }
 
 template <typename F>
@@ -142,6 +170,54 @@ int fdatasync(int fd) {
   static const auto real = Next<int (*)(int)>("fdatasync");
   if (ShouldFail("fsync", fsync_calls, fd)) return -1;
   return real(fd);
+}
+
+int open(const char* path, int flags, ...) {
+  static const auto real = Next<int (*)(const char*, int, ...)>("open");
+  va_list args;
+  va_start(args, flags);
+  const mode_t mode = ModeArgument(flags, args);
+  va_end(args);
+  if (ShouldFail("open", open_calls, CountedPath(path, flags))) return -1;
+  return real(path, flags, mode);
+}
+
+int open64(const char* path, int flags, ...) {
+  static const auto real = Next<int (*)(const char*, int, ...)>("open64");
+  va_list args;
+  va_start(args, flags);
+  const mode_t mode = ModeArgument(flags, args);
+  va_end(args);
+  if (ShouldFail("open", open_calls, CountedPath(path, flags))) return -1;
+  return real(path, flags, mode);
+}
+
+int openat(int dir_fd, const char* path, int flags, ...) {
+  static const auto real = Next<int (*)(int, const char*, int, ...)>("openat");
+  va_list args;
+  va_start(args, flags);
+  const mode_t mode = ModeArgument(flags, args);
+  va_end(args);
+  if (ShouldFail("open", open_calls, CountedPath(path, flags))) return -1;
+  return real(dir_fd, path, flags, mode);
+}
+
+ssize_t read(int fd, void* buffer, size_t size) {
+  static const auto real = Next<ssize_t (*)(int, void*, size_t)>("read");
+  if (ShouldFail("read", read_calls, fd)) return -1;
+  return real(fd, buffer, size);
+}
+
+ssize_t pread(int fd, void* buffer, size_t size, off_t offset) {
+  static const auto real = Next<ssize_t (*)(int, void*, size_t, off_t)>("pread");
+  if (ShouldFail("read", read_calls, fd)) return -1;
+  return real(fd, buffer, size, offset);
+}
+
+ssize_t pread64(int fd, void* buffer, size_t size, off64_t offset) {
+  static const auto real = Next<ssize_t (*)(int, void*, size_t, off64_t)>("pread64");
+  if (ShouldFail("read", read_calls, fd)) return -1;
+  return real(fd, buffer, size, offset);
 }
 
 }  // extern "C"

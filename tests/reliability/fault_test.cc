@@ -4,9 +4,11 @@
 // used again, and --resume without the fault completes to the uninterrupted result.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -21,7 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct LoggedCall {
-  std::string kind;  // write, fsync
+  std::string kind;  // write, fsync, open, read
   std::string path;
   std::string result;  // "ok" or the error's text
 };
@@ -63,6 +65,15 @@ test::CommandResult RunWithFault(const std::string& args, const fs::path& dir,
   const int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+// The path of the last call that the shim failed ("" when none did).
+std::string FailedPath(const fs::path& log) {
+  std::string path;
+  for (const LoggedCall& call : ReadLog(log)) {
+    if (call.result != "ok") path = call.path;
+  }
+  return path;
 }
 
 std::vector<std::string> Temporaries(const fs::path& dir) {
@@ -147,6 +158,142 @@ TEST_CASE("injected ENOSPC on write and EIO on fsync: named, nothing half-writte
   }
   MESSAGE("faults injected: " << injected << "; resumed from kept records: " << resumed_with_records
                               << "; records lost: 0");
+}
+
+// Root reads a mode-000 file anyway (CI runs as root), so an unreadable file is made by the shim:
+// its open fails with EACCES, or a read of it with EIO, as a bad sector does.
+struct ReadFault {
+  const char* kind;
+  const char* error;
+  const char* text;  // strerror's
+};
+constexpr ReadFault kReadFaults[] = {{"open", "EACCES", "Permission denied"},
+                                     {"read", "EIO", "Input/output error"}};
+
+TEST_CASE("an input that cannot be opened or read: a named reject under skip, a named error") {
+  test::TempDir dir;
+  const fs::path tree = dir / "tree";
+  test::SynthTree(tree, 2, 12, /*seed=*/9, /*size=*/96);
+  const std::string convert_args =
+      "convert -q --format shard --threads 2 " + test::Quote(tree) + " ";
+  const fs::path counted_log = dir / "count.log";
+  const test::CommandResult reference_run =
+      RunWithFault(convert_args + test::Quote(dir / "reference"), tree, "", counted_log);
+  REQUIRE_MESSAGE(reference_run.exit_code == 0, reference_run.output);
+  auto reference = OpenDataset(dir / "reference");
+  REQUIRE(reference.ok());
+  REQUIRE((*reference)->size() == 24);
+  long opens = 0, reads = 0;
+  for (const LoggedCall& call : ReadLog(counted_log)) {
+    opens += call.kind == "open";
+    reads += call.kind == "read";
+  }
+  REQUIRE(opens >= 24);
+  REQUIRE(reads >= 24);
+  int injected = 0;
+  for (const ReadFault& read_fault : kReadFaults) {
+    const std::string kind = read_fault.kind;
+    const std::string text = read_fault.text;
+    const long total = kind == "open" ? opens : reads;
+    for (const long n : {1L, total / 2, total}) {
+      const std::string fault = kind + ":" + std::to_string(n) + ":" + read_fault.error;
+      CAPTURE(fault);
+      const fs::path output = dir / ("out-" + kind + "-" + std::to_string(n));
+      const fs::path log = output.string() + ".log";
+      const test::CommandResult skipped =
+          RunWithFault(convert_args + "--on-error skip " + test::Quote(output), tree, fault, log);
+      ++injected;
+      REQUIRE_MESSAGE(skipped.exit_code == 0, skipped.output);
+      const std::string failed_path = FailedPath(log);
+      REQUIRE(!failed_path.empty());
+      const std::vector<std::byte> rejects_bytes = test::ReadBytes(output / "rejects.tsv");
+      const std::string rejects(reinterpret_cast<const char*>(rejects_bytes.data()),
+                                rejects_bytes.size());
+      CAPTURE(rejects);
+      const std::string key = fs::relative(failed_path, tree).string();
+      CHECK(rejects.find(key) != std::string::npos);
+      CHECK(rejects.find(text) != std::string::npos);
+      // Every other image is there, byte for byte; the unreadable one only in the rejects.
+      auto result = OpenDataset(output);
+      REQUIRE_MESSAGE(result.ok(), result.status().ToString());
+      CHECK((*result)->size() == 23);
+      ReadScratch expected_scratch, actual_scratch;
+      std::uint64_t j = 0;
+      for (std::uint64_t i = 0; i < (*reference)->size(); ++i) {
+        auto expected = (*reference)->Read(i, expected_scratch);
+        REQUIRE(expected.ok());
+        if (expected->key == key) continue;
+        REQUIRE(j < (*result)->size());
+        auto actual = (*result)->Read(j++, actual_scratch);
+        REQUIRE(actual.ok());
+        CHECK(actual->key == expected->key);
+        CHECK(actual->label == expected->label);
+        CHECK(std::equal(actual->bytes.begin(), actual->bytes.end(), expected->bytes.begin(),
+                         expected->bytes.end()));
+      }
+      CHECK(j == 23);
+
+      // --on-error fail (the default): an error naming the file and the cause; nothing written.
+      // With two threads reading, the Nth open or read may be of another file than above.
+      const fs::path failed_output = output.string() + "-fail";
+      const fs::path failed_log = failed_output.string() + ".log";
+      const test::CommandResult failed =
+          RunWithFault(convert_args + test::Quote(failed_output), tree, fault, failed_log);
+      ++injected;
+      CHECK_MESSAGE(failed.exit_code == 3, failed.output);
+      const std::string failed_key = fs::relative(FailedPath(failed_log), tree).string();
+      CHECK_MESSAGE(failed.output.find(failed_key) != std::string::npos, failed.output);
+      CHECK_MESSAGE(failed.output.find(text) != std::string::npos, failed.output);
+      CHECK_FALSE(fs::exists(failed_output / "manifest.json"));
+      CHECK((!fs::exists(failed_output) || Temporaries(failed_output).empty()));
+    }
+  }
+  MESSAGE("input faults injected: " << injected);
+}
+
+// Reading a dataset whose files fail to open or read (the readers' pread paths: manifests, shard
+// files in verify and ForEach, LMDB's meta pages, HDF5's metadata): an error naming the file and
+// the system's reason, exit 5 (verify found a problem) or 6 (the dataset could not be opened),
+// never taken for "not a dataset" or "corrupt", never a crash; the dataset is left as it was.
+TEST_CASE("a dataset whose files cannot be opened or read: verify names the file and the error") {
+  test::TempDir dir;
+  test::SynthTree(dir / "tree", 2, 12, /*seed=*/5, /*size=*/96);
+  int injected = 0;
+  for (const std::string format : {"shard", "lmdb", "hdf5"}) {
+    CAPTURE(format);
+    const fs::path dataset = dir / (format == "hdf5" ? "data.h5" : "data-" + format);
+    const test::CommandResult converted =
+        test::RunCli("convert -q --shard-size 128KiB --format " + format + " " +
+                     test::Quote(dir / "tree") + " " + test::Quote(dataset));
+    REQUIRE_MESSAGE(converted.exit_code == 0, converted.output);
+    const std::string verify = "verify " + test::Quote(dataset);
+    const fs::path counted_log = dir / ("count-" + format + ".log");
+    const test::CommandResult clean = RunWithFault(verify, dataset, "", counted_log);
+    REQUIRE_MESSAGE(clean.exit_code == 0, clean.output);
+    for (const ReadFault& read_fault : kReadFaults) {
+      const std::string kind = read_fault.kind;
+      long total = 0;
+      for (const LoggedCall& call : ReadLog(counted_log)) total += call.kind == kind;
+      REQUIRE(total >= 1);
+      std::set<long> points{1, (total + 1) / 2, total};
+      for (const long n : points) {
+        const std::string fault = kind + ":" + std::to_string(n) + ":" + read_fault.error;
+        CAPTURE(fault);
+        const test::CommandResult failed =
+            RunWithFault(verify, dataset, fault, dir / ("fault-" + format + ".log"));
+        ++injected;
+        CHECK_MESSAGE((failed.exit_code == 5 || failed.exit_code == 6), failed.output);
+        CHECK_MESSAGE(failed.output.find(read_fault.text) != std::string::npos, failed.output);
+        CHECK_MESSAGE(failed.output.find(dataset.string()) != std::string::npos, failed.output);
+        CHECK_MESSAGE(failed.output.find("not a packrec dataset") == std::string::npos,
+                      failed.output);
+        CHECK_MESSAGE(failed.output.find("Corruption") == std::string::npos, failed.output);
+      }
+    }
+    const test::CommandResult after = test::RunCli(verify);
+    CHECK_MESSAGE(after.exit_code == 0, after.output);
+  }
+  MESSAGE("read faults injected into verify: " << injected);
 }
 
 }  // namespace
