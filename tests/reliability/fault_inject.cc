@@ -120,6 +120,14 @@ F Next(const char* name) {
   return reinterpret_cast<F>(::dlsym(RTLD_NEXT, name));
 }
 
+using OpenFunction = int (*)(const char*, int, ...);
+
+// open and open64 differ only in the libc symbol they pass on to.
+int CountedOpen(OpenFunction real, const char* path, int flags, mode_t mode) {
+  if (ShouldFail("open", open_calls, CountedPath(path, flags))) return -1;
+  return real(path, flags, mode);
+}
+
 }  // namespace
 
 extern "C" {
@@ -173,23 +181,21 @@ int fdatasync(int fd) {
 }
 
 int open(const char* path, int flags, ...) {
-  static const auto real = Next<int (*)(const char*, int, ...)>("open");
+  static const auto real = Next<OpenFunction>("open");
   va_list args;
   va_start(args, flags);
   const mode_t mode = ModeArgument(flags, args);
   va_end(args);
-  if (ShouldFail("open", open_calls, CountedPath(path, flags))) return -1;
-  return real(path, flags, mode);
+  return CountedOpen(real, path, flags, mode);
 }
 
 int open64(const char* path, int flags, ...) {
-  static const auto real = Next<int (*)(const char*, int, ...)>("open64");
+  static const auto real = Next<OpenFunction>("open64");
   va_list args;
   va_start(args, flags);
   const mode_t mode = ModeArgument(flags, args);
   va_end(args);
-  if (ShouldFail("open", open_calls, CountedPath(path, flags))) return -1;
-  return real(path, flags, mode);
+  return CountedOpen(real, path, flags, mode);
 }
 
 int openat(int dir_fd, const char* path, int flags, ...) {
