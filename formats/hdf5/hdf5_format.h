@@ -11,8 +11,8 @@
 
 namespace packrec::hdf5 {
 
-// A regular file that starts with the HDF5 signature.
-// Whether `path` holds a dataset of this format; an error when the path cannot be read.
+// Whether `path` is a regular file that starts with the HDF5 signature; an error when it cannot
+// be told (the file cannot be opened or read).
 Result<bool> LooksLikeHdf5Dataset(const std::filesystem::path& path);
 Result<std::unique_ptr<DatasetWriter>> CreateHdf5Writer(const std::filesystem::path& file,
                                                         const WriterOptions& options);

@@ -374,9 +374,7 @@ Result<std::unique_ptr<Reader>> OpenHdf5Dataset(const fs::path& path, const Open
     H5Pset_file_locking(access.get(), false, true);
     Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get()), H5Fclose);
     if (!file.valid()) {
-      const LibraryError error = LastError();
-      const bool truncated = error.text.find("truncated") != std::string::npos;
-      return Hdf5Error(truncated ? StatusCode::kTruncated : StatusCode::kCorruption, "open", path);
+      return Hdf5Error(StatusCode::kCorruption, "open", path);
     }
     PACKREC_ASSIGN_OR_RETURN(const std::string manifest_text,
                              ReadStringAttribute(file.get(), kManifestAttribute, path));

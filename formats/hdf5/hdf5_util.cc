@@ -60,7 +60,13 @@ Status Hdf5Error(StatusCode code, const std::string& operation, const std::files
   std::string message = "hdf5 " + operation + " " + path.string();
   const LibraryError error = LastError();
   if (!error.text.empty()) message += ": " + error.text;
-  return {error.system_error != 0 ? StatusCode::kIOError : code, std::move(message)};
+  if (error.system_error != 0) {
+    code = StatusCode::kIOError;
+  } else if (error.text.find("truncated") != std::string::npos) {
+    // HDF5's "truncated file: eof = ...": the file is shorter than its superblock says.
+    code = StatusCode::kTruncated;
+  }
+  return {code, std::move(message)};
 }
 
 }  // namespace packrec::hdf5

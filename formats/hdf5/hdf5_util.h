@@ -99,9 +99,9 @@ class Handle {
   herr_t (*close_)(hid_t) = nullptr;
 };
 
-// "hdf5 <operation> <path>: <HDF5's message>" as `code`.
-// "hdf5 OPERATION PATH: DETAIL" with the last error's text; an IOError, whatever `code` says,
-// when that error is a failed system call (a disk error is not corruption).
+// "hdf5 OPERATION PATH: DETAIL" with the last error's text, as `code`, except: an IOError when
+// that error is a failed system call (a disk error is not corruption), Truncated when HDF5 found
+// the file shorter than it says.
 Status Hdf5Error(StatusCode code, const std::string& operation, const std::filesystem::path& path);
 
 }  // namespace packrec::hdf5

@@ -14,8 +14,6 @@
 // Resumable: the journal (FILE.resume.json) is written before FILE.tmp and holds no records, so a
 // resumed HDF5 conversion starts FILE.tmp again. HDF5 has no crash-consistent append: after a kill
 // its metadata in FILE.tmp may be half written (docs/reliability.md).
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
