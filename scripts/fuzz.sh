@@ -4,16 +4,20 @@
 #   scripts/fuzz.sh            # every target, 30 s each
 #   scripts/fuzz.sh 15 fuzz_image fuzz_manifest
 #   scripts/fuzz.sh --ci       # a fixed number of executions per target (about 10 s each here)
-# The mutation seed is PACKREC_FUZZ_SEED (default 1; 0 picks one at random). With a fixed seed
-# and --ci's fixed execution counts a run does the same work on any machine, fast or slow, so CI
-# is repeatable; a timed run goes as far as the machine's speed takes it. A crash stops with its
-# input in build-fuzz/crashes/<target>/. Once the bug is fixed, copy that file into
-# tests/fuzz/corpus/<target>/: the normal tests replay every file there.
+# The mutation seed is PACKREC_FUZZ_SEED (default 1; 0 picks one at random). --ci's fixed
+# execution counts make a run do the same amount of work on a slow machine as on a fast one (a
+# timed run goes as far as the machine's speed takes it). Runs are not repeatable bit for bit
+# across builds: another checkout path gives another binary, and the mutations follow its
+# coverage. A crash stops with its input in build-fuzz/crashes/<target>/. Once the bug is fixed,
+# copy that file into tests/fuzz/corpus/<target>/: the normal tests replay every file there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seed=${PACKREC_FUZZ_SEED:-1}
+# fuzz_hdf5_file is left out of --ci: it feeds raw bytes to libhdf5's own parser, which finds
+# hangs and huge allocations inside the library (docs/reliability.md); packrec cannot fix those,
+# and a CI that fails on them says nothing about packrec. fuzz_hdf5_reader covers packrec's part.
 declare -A ci_runs=([fuzz_manifest]=200000 [fuzz_shard_reader]=20000 [fuzz_lmdb_value]=1000000
-                    [fuzz_image]=400000 [fuzz_hdf5_reader]=400)
+                    [fuzz_image]=400000 [fuzz_hdf5_reader]=5000)
 ci=0
 seconds=30
 if [[ ${1:-} == --ci ]]; then
@@ -24,8 +28,10 @@ elif [[ $# -gt 0 ]]; then
   shift
 fi
 targets=("$@")
-[[ ${#targets[@]} -eq 0 ]] && targets=(fuzz_manifest fuzz_shard_reader fuzz_lmdb_value fuzz_image
-                                         fuzz_hdf5_reader)
+if [[ ${#targets[@]} -eq 0 ]]; then
+  targets=(fuzz_manifest fuzz_shard_reader fuzz_lmdb_value fuzz_image fuzz_hdf5_reader)
+  [[ $ci == 1 ]] || targets+=(fuzz_hdf5_file)
+fi
 scripts/install-deps.sh
 cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPACKREC_FUZZ=ON -DPACKREC_WITH_CUDA=OFF -DPACKREC_BUILD_PYTHON=OFF \
@@ -48,7 +54,7 @@ for target in "${targets[@]}"; do
     echo "== $target: ${seconds} s"
   fi
   options=$ASAN_OPTIONS
-  if [[ $target == fuzz_hdf5_reader ]]; then
+  if [[ $target == fuzz_hdf5_file ]]; then
     # libhdf5 leaks in some of its own error paths on malformed files (one frame deep into the
     # library, nothing packrec holds): leaks are not counted. And it allocates a metadata entry
     # at the size the file claims before checking it; glibc fails an impossible size and HDF5

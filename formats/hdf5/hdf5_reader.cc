@@ -57,6 +57,11 @@ Result<std::string> ReadStringAttribute(hid_t file, const char* name, const fs::
   if (H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) <= 0) {
     return Status::Corruption(path.string() + ": attribute '" + name + "' is not a string");
   }
+  // H5Aread writes one pointer per element: an array of strings would overrun `text`.
+  Handle space(H5Aget_space(attribute.get()), H5Sclose);
+  if (H5Sget_simple_extent_npoints(space.get()) != 1) {
+    return Status::Corruption(path.string() + ": attribute '" + name + "' is not a single string");
+  }
   char* text = nullptr;
   if (H5Aread(attribute.get(), type.get(), &text) < 0 || text == nullptr) {
     return Hdf5Error(StatusCode::kCorruption, std::string("read attribute ") + name + " of", path);
