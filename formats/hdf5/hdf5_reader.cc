@@ -21,6 +21,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Whether `dataset` stores all the `values` values it declares, each at its type's size (a
+// variable-length string: at least 1 byte). A few bytes of metadata can declare 2^40 values whose
+// storage was never written (they read as fill values): sizing a buffer by the declaration alone
+// would be a huge allocation. packrec writes every 1-D dataset whole and uncompressed.
+bool StoresAll(hid_t dataset, std::uint64_t values) {
+  Handle type(H5Dget_type(dataset), H5Tclose);
+  const std::uint64_t value_bytes =
+      H5Tis_variable_str(type.get()) > 0 ? 1 : std::max<std::size_t>(H5Tget_size(type.get()), 1);
+  return values == 0 || H5Dget_storage_size(dataset) / value_bytes >= values;
+}
+
 // A 1-D dataset into `values`; with `expected`, it must hold exactly that many.
 template <typename T>
 Status ReadVector(hid_t file, const char* name, hid_t memory_type,
@@ -38,6 +49,11 @@ Status ReadVector(hid_t file, const char* name, hid_t memory_type,
     return Status::Corruption(
         path.string() + ": /" + name + " holds " + std::to_string(size) + " values" +
         (expected ? ", expected " + std::to_string(*expected) : std::string()));
+  }
+  if (!StoresAll(dataset.get(), size)) {
+    return Status::Corruption(path.string() + ": /" + name + " declares " + std::to_string(size) +
+                              " values but stores only " +
+                              std::to_string(H5Dget_storage_size(dataset.get())) + " bytes");
   }
   values->resize(size);
   if (size > 0 &&

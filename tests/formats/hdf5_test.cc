@@ -1,8 +1,10 @@
 // What only the HDF5 format has: the pixels layout, and /data written in place when the payload
 // total is announced (and still correct when the announcement was wrong).
 #include <doctest/doctest.h>
+#include <hdf5.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/random.h"
 #include "packrec/convert.h"
@@ -23,6 +25,38 @@ std::vector<fs::path> LeftoversBeside(const fs::path& file) {
     if (name.find(".tmp") != std::string::npos) leftovers.push_back(entry.path());
   }
   return leftovers;
+}
+
+// A few bytes of HDF5 metadata can declare far more values than the file stores (unwritten
+// storage reads as fill values). Each index dataset the reader sizes a buffer by (here the key
+// blob, the one whose length no record count fixes) must store what it declares.
+TEST_CASE("hdf5: a dataset declaring 2^40 values it does not store is refused, not allocated") {
+  test::TempDir dir;
+  WriterOptions options;
+  options.format = "hdf5";
+  test::WriteDataset(dir / "ds.h5", test::MakeRecords(5), options);
+  {
+    const hid_t file = H5Fopen((dir / "ds.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    REQUIRE(file >= 0);
+    REQUIRE(H5Ldelete(file, "key_bytes", H5P_DEFAULT) >= 0);
+    const hsize_t declared = hsize_t{1} << 40;
+    const hid_t space = H5Screate_simple(1, &declared, nullptr);
+    const hid_t dataset =
+        H5Dcreate2(file, "key_bytes", H5T_STD_U8LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    REQUIRE(dataset >= 0);
+    H5Dclose(dataset);
+    H5Sclose(space);
+    H5Fclose(file);
+  }
+  CHECK(fs::file_size(dir / "ds.h5") < 1024 * 1024);
+  const auto start = std::chrono::steady_clock::now();
+  auto reader = OpenDataset(dir / "ds.h5");
+  REQUIRE_FALSE(reader.ok());
+  CHECK(reader.status().code() == StatusCode::kCorruption);
+  CHECK_MESSAGE(reader.status().message().find("/key_bytes declares 1099511627776 values") !=
+                    std::string::npos,
+                reader.status().ToString());
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
 }
 
 TEST_CASE("hdf5 in place: a wrong payload total still gives an exact file, nothing left over") {
