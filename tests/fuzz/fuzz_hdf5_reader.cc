@@ -42,7 +42,13 @@ class Input {
   explicit Input(std::span<const std::uint8_t> bytes) : bytes_(bytes) {}
   bool empty() const { return at_ >= bytes_.size(); }
   std::uint8_t Byte() { return at_ < bytes_.size() ? bytes_[at_++] : 0; }
-  std::uint16_t Word() { return static_cast<std::uint16_t>(Byte() | (Byte() << 8)); }
+  // Reads in sequence: the operands of one expression are not (gcc and clang order them apart,
+  // and a corpus input must mean the same in the fuzzer and in the replay).
+  std::uint16_t Word() {
+    const std::uint8_t low = Byte();
+    const std::uint8_t high = Byte();
+    return static_cast<std::uint16_t>(low | (high << 8));
+  }
   std::vector<std::uint8_t> Bytes(std::size_t count) {
     std::vector<std::uint8_t> out(count);
     for (std::uint8_t& byte : out) byte = Byte();
@@ -77,7 +83,11 @@ void CreateDataset(hid_t file, const char* name, hid_t type, std::uint16_t count
 
 void EditDataset(hid_t file, const char* name, std::uint8_t op, Input& input) {
   if (H5Lexists(file, name, H5P_DEFAULT) <= 0) {
-    if (op % 4 >= 2) CreateDataset(file, name, NativeType(input.Byte()), input.Word(), 1, input);
+    if (op % 4 >= 2) {
+      const hid_t type = NativeType(input.Byte());
+      const std::uint16_t count = input.Word();
+      CreateDataset(file, name, type, count, 1, input);
+    }
     return;
   }
   Handle dataset(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
