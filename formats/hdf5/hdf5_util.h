@@ -55,7 +55,7 @@ void PrepareLibrary();
 // The innermost error of the current HDF5 error stack.
 struct LibraryError {
   std::string text;      // "" when there is none
-  int system_error = 0;  // the errno of a failed read or write of the file itself, else 0
+  int system_error = 0;  // the errno of a failed system call on the file (open, read, write)
 };
 LibraryError LastError();
 
