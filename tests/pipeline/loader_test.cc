@@ -240,38 +240,67 @@ TEST_CASE("loader train: crop and flip geometry match a reference decode, crop a
 TEST_CASE("loader: a corrupt record raises with its index and key, or is skipped and counted") {
   test::TempDir dir;
   auto records = test::MakeRecords(20);
-  records[13].bytes.resize(records[13].bytes.size() / 2);  // a truncated JPEG
+  // Truncated JPEGs: two in the second batch (records 8..15), one first in the third.
+  for (const std::size_t bad : {9, 13, 16})
+    records[bad].bytes.resize(records[bad].bytes.size() / 2);
   test::WriteDataset(dir / "ds", records);
   auto reader = OpenShared(dir / "ds");
-  LoaderOptions options = Small(TransformKind::kEval);
-  options.shuffle = ShuffleMode::kNone;
-  auto loader = Loader::Create(reader, options);
-  REQUIRE(loader.ok());
-  auto first = (*loader)->Next();
-  REQUIRE(first.ok());
-  auto second = (*loader)->Next();  // records 8..15
-  REQUIRE_FALSE(second.ok());
-  CHECK(second.status().code() == StatusCode::kInvalidInput);
-  CHECK(second.status().message().find("record 13") != std::string::npos);
-  CHECK(second.status().message().find(records[13].key) != std::string::npos);
-  auto third = (*loader)->Next();  // the epoch goes on after the error
-  REQUIRE(third.ok());
-  REQUIRE(*third != nullptr);
-  CHECK((*third)->record_indices()[0] == 16);
+  // One thread fills a batch alone; four split each batch of 8 into chunks filled out of order.
+  for (const unsigned threads : {1u, 4u}) {
+    CAPTURE(threads);
+    LoaderOptions options = Small(TransformKind::kEval);
+    options.shuffle = ShuffleMode::kNone;
+    options.threads = threads;
+    auto loader = Loader::Create(reader, options);
+    REQUIRE(loader.ok());
+    auto first = (*loader)->Next();
+    REQUIRE(first.ok());
+    auto second = (*loader)->Next();  // the first bad record in batch order is named
+    REQUIRE_FALSE(second.ok());
+    CHECK(second.status().code() == StatusCode::kInvalidInput);
+    CHECK(second.status().message().find("record 9 ") != std::string::npos);
+    CHECK(second.status().message().find(records[9].key) != std::string::npos);
+    auto third = (*loader)->Next();  // the epoch goes on after the error
+    REQUIRE_FALSE(third.ok());
+    CHECK(third.status().message().find("record 16 ") != std::string::npos);
+    auto end = (*loader)->Next();
+    REQUIRE(end.ok());
+    CHECK(*end == nullptr);
 
-  options.on_bad_record = OnBadRecord::kSkip;
-  auto skipping = Loader::Create(reader, options);
-  REQUIRE(skipping.ok());
-  std::uint64_t images = 0;
-  for (const auto& batch : Drain(**skipping)) {
-    images += batch->size();
-    if (batch->index() == 1) {
-      CHECK(batch->size() == 7);
-      CHECK(batch->skipped() == 1);
+    options.on_bad_record = OnBadRecord::kSkip;
+    auto skipping = Loader::Create(reader, options);
+    REQUIRE(skipping.ok());
+    std::vector<std::uint64_t> delivered;
+    std::vector<std::uint32_t> sizes;
+    DecodeScratch scratch;
+    for (const auto& batch : Drain(**skipping)) {
+      sizes.push_back(batch->size());
+      for (std::uint32_t i = 0; i < batch->size(); ++i) {
+        // The images after a skipped one moved down with their labels and record numbers.
+        const std::uint64_t record = batch->record_indices()[i];
+        delivered.push_back(record);
+        CHECK(batch->labels()[i] == records[record].label);
+        std::vector<std::uint8_t> expected(24 * 24 * 3);
+        DecodeRequest request{
+            24,
+            24,
+            [&](std::uint32_t w, std::uint32_t h) { return EvalRegion(w, h, options); },
+            false,
+            {}};
+        REQUIRE(DecodeInto(records[record].bytes, request, expected, scratch).ok());
+        CHECK(std::equal(expected.begin(), expected.end(), batch->image(i).begin()));
+      }
+      CHECK(batch->skipped() == (batch->index() == 1 ? 2u : batch->index() == 2 ? 1u : 0u));
     }
+    CHECK(sizes == std::vector<std::uint32_t>{8, 6, 3});
+    std::vector<std::uint64_t> expected_records;
+    for (std::uint64_t r = 0; r < 20; ++r) {
+      if (r != 9 && r != 13 && r != 16) expected_records.push_back(r);
+    }
+    CHECK(delivered == expected_records);
+    CHECK((*skipping)->stats().skipped == 3);
+    CHECK((*skipping)->stats().images == 17);
   }
-  CHECK(images == 19);
-  CHECK((*skipping)->stats().skipped == 1);
 }
 
 TEST_CASE("loader none: the encoded bytes of each record, as stored") {

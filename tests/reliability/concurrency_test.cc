@@ -1,6 +1,7 @@
-// Readers under concurrency, run by the ThreadSanitizer job (scripts/test.sh --tsan) as well as
-// the normal suites: 16 threads reading one reader of every format at random, and a reader opened
-// again and again while a conversion into the same path runs.
+// Readers and the loader under concurrency, run by the ThreadSanitizer job (scripts/test.sh --tsan)
+// as well as the normal suites: 16 threads reading one reader of every format at random, a reader
+// opened again and again while a conversion into the same path runs, and 16 loader threads
+// sharing each batch while epochs are abandoned half-way.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -11,6 +12,7 @@
 #include "../formats/shard_test_util.h"
 #include "core/checksum.h"
 #include "packrec/convert.h"
+#include "packrec/loader.h"
 #include "packrec/reader.h"
 #include "test_util.h"
 
@@ -105,6 +107,54 @@ TEST_CASE("a reader opened while a conversion runs sees no dataset, then the who
     REQUIRE(reader.ok());
     CHECK((*reader)->size() == 300);
   }
+}
+
+TEST_CASE(
+    "16 loader threads share each batch; epochs abandoned half-way leave the next one whole") {
+  const test::TempDir dir;
+  auto records = test::MakeRecords(100);
+  for (const std::size_t bad : {5, 50, 51})
+    records[bad].bytes.resize(records[bad].bytes.size() / 3);
+  test::WriteDataset(dir.path() / "ds", records);
+  auto reader = test::OpenShared(dir.path() / "ds");
+  LoaderOptions options;
+  options.batch_size = 8;
+  options.threads = 16;
+  options.prefetch_batches = 2;
+  options.output_size = 16;
+  options.resize_size = 18;
+  options.on_bad_record = OnBadRecord::kSkip;
+  options.seed = 7;
+  auto loader = Loader::Create(reader, options);
+  REQUIRE(loader.ok());
+  for (std::uint64_t epoch = 0; epoch < 6; ++epoch) {
+    (*loader)->StartEpoch(epoch);
+    for (std::uint64_t taken = 0; taken < epoch;
+         ++taken) {  // then abandoned with batches in flight
+      auto batch = (*loader)->Next();
+      REQUIRE(batch.ok());
+      REQUIRE(*batch != nullptr);
+      CHECK((*batch)->epoch() == epoch);
+    }
+  }
+  (*loader)->StartEpoch(9);
+  std::vector<std::uint64_t> delivered;
+  for (;;) {
+    auto batch = (*loader)->Next();
+    REQUIRE_MESSAGE(batch.ok(), batch.status().ToString());
+    if (*batch == nullptr) break;
+    CHECK((*batch)->epoch() == 9);
+    for (std::uint32_t i = 0; i < (*batch)->size(); ++i) {
+      const std::uint64_t record = (*batch)->record_indices()[i];
+      delivered.push_back(record);
+      CHECK((*batch)->labels()[i] == records[record].label);
+    }
+  }
+  std::vector<std::uint64_t> expected;
+  for (const std::uint64_t record : EpochOrder(100, options, 9)) {
+    if (record != 5 && record != 50 && record != 51) expected.push_back(record);
+  }
+  CHECK(delivered == expected);
 }
 
 }  // namespace
