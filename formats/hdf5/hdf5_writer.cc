@@ -121,7 +121,7 @@ struct RecordTables {
     flags.push_back(static_cast<std::uint8_t>((record.image.progressive ? kFlagProgressive : 0) |
                                               (zstd ? kFlagZstd : 0)));
     subsampling.push_back(static_cast<std::uint8_t>(record.image.subsampling));
-    checksums.push_back(Xxh64(stored, /*seed=*/index));
+    checksums.push_back(StoredChecksum(record, stored, index));
     raw_sizes.push_back(record.bytes.size());
     label_count = std::max(label_count, record.label + 1);
   }

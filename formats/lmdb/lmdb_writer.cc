@@ -321,7 +321,7 @@ Status LmdbWriter::Add(const RecordInput& record) {
   header.height = record.image.height;
   header.key_size = static_cast<std::uint16_t>(record.key.size());
   header.subsampling = static_cast<std::uint8_t>(record.image.subsampling);
-  header.checksum = Xxh64(stored, /*seed=*/records_);
+  header.checksum = StoredChecksum(record, stored, records_);
   header.raw_size = record.bytes.size();
 
   std::array<std::byte, kValueHeaderSize> header_bytes{};

@@ -238,7 +238,7 @@ Status ShardWriter::Add(const RecordInput& record) {
   entry.offset = shard.file->size();
   entry.stored_size = stored.size();
   entry.raw_size = record.bytes.size();
-  entry.checksum = Xxh64(stored, /*seed=*/records_);
+  entry.checksum = StoredChecksum(record, stored, records_);
   entry.label = record.label;
   entry.key_offset = static_cast<std::uint32_t>(shard.keys.size());
   entry.key_size = static_cast<std::uint16_t>(record.key.size());

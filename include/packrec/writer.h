@@ -75,12 +75,25 @@ struct WriterOptions {
   std::uint64_t checkpoint_bytes = 0;
 };
 
+// XXH64 of a record's bytes seeded with its record number, as every format stores it.
+struct PrecomputedChecksum {
+  std::uint64_t index = 0;  // the record number it was computed for
+  std::uint64_t xxh64 = 0;
+};
+
 // One record as the writer takes it. `bytes` is only read during Add.
 struct RecordInput {
   std::string_view key;
   std::uint32_t label = 0;
   std::span<const std::byte> bytes;
   ImageInfo image;
+  // Optional: the checksum, computed ahead by the caller (convert hashes on the thread that
+  // reads a container source, sharing the work with the writing thread). A writer uses it only
+  // when the record becomes its record number `index` and is stored as `bytes` (not
+  // compressed), and does not hash again: a wrong value makes a record that fails verification.
+  // (Initialised here so that aggregate inits naming only the fields above stay free of
+  // -Wmissing-field-initializers.)
+  std::optional<PrecomputedChecksum> checksum = std::nullopt;
 };
 
 // An input left out of a dataset, and why.

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <memory>
 
+#include "core/checksum.h"
+
 namespace packrec {
 
 Result<StoredPayload> PreparePayload(const RecordInput& record, const WriterOptions& options,
@@ -22,6 +24,15 @@ Result<StoredPayload> PreparePayload(const RecordInput& record, const WriterOpti
   }
   if (size < record.bytes.size()) stored = {std::span<const std::byte>(buffer.data(), size), true};
   return stored;
+}
+
+std::uint64_t StoredChecksum(const RecordInput& record, std::span<const std::byte> stored,
+                             std::uint64_t index) {
+  if (record.checksum && record.checksum->index == index && stored.data() == record.bytes.data() &&
+      stored.size() == record.bytes.size()) {
+    return record.checksum->xxh64;
+  }
+  return Xxh64(stored, /*seed=*/index);
 }
 
 Status ValidateCommonWriterOptions(const WriterOptions& options) {

@@ -29,6 +29,11 @@ struct StoredPayload {
 Result<StoredPayload> PreparePayload(const RecordInput& record, const WriterOptions& options,
                                      std::vector<std::byte>& buffer);
 
+// The checksum a writer stores for record `index` stored as `stored`: record.checksum when it was
+// computed for that index over those very bytes, else XXH64(stored, seed = index).
+std::uint64_t StoredChecksum(const RecordInput& record, std::span<const std::byte> stored,
+                             std::uint64_t index);
+
 // Checks the options every writer shares (compression level), naming the flag.
 Status ValidateCommonWriterOptions(const WriterOptions& options);
 // InvalidArgument when a key is longer than `max_bytes`, naming the record.

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <thread>
 
+#include "core/checksum.h"
 #include "core/random.h"
 #include "shard_test_util.h"
 
@@ -217,6 +218,53 @@ TEST_CASE("conformance: a truncated data file is an error at open, not a crash")
       CHECK_MESSAGE((reader.status().code() == StatusCode::kTruncated ||
                      reader.status().code() == StatusCode::kCorruption),
                     reader.status().ToString());
+    }
+  }
+}
+
+// RecordInput::checksum lets convert hash on its reading thread. A writer takes it as given for
+// the record number it names over bytes it stores unchanged (a wrong one shows as a bad record:
+// that is how this test sees it was used), and hashes itself otherwise.
+TEST_CASE("conformance: a checksum computed ahead is used for its record number and bytes only") {
+  for (const std::string& format : kFormats) {
+    CAPTURE(format);
+    const bool zstd = format != "lmdb-caffe-datum";  // Caffe reads the image as it is
+    test::TempDir dir;
+    std::vector<test::TestRecord> records = test::MakeRecords(6);
+    if (zstd) records.push_back({"raw/text.bin", 0, std::vector<std::byte>(5000, std::byte{'a'})});
+    WriterOptions options = For(format);
+    if (zstd) options.compression = Compression::kZstd;
+    if (options.expected_payload_bytes == test::kExactPayloadBytes)
+      options.expected_payload_bytes = 0;
+    auto writer = CreateDatasetWriter(dir / "ds", options);
+    REQUIRE(writer.ok());
+    for (std::uint64_t i = 0; i < records.size(); ++i) {
+      const test::TestRecord& record = records[i];
+      auto info = ProbeImage(record.bytes);
+      RecordInput input{record.key, record.label, record.bytes, info.ok() ? *info : ImageInfo{}};
+      if (i < 2) input.checksum = PrecomputedChecksum{i, Xxh64(record.bytes, i)};  // right
+      if (i == 2) input.checksum = PrecomputedChecksum{3, 12345};  // another record's: ignored
+      if (i == 3) input.checksum = PrecomputedChecksum{3, 12345};  // wrong, and taken as given
+      if (i == 6) input.checksum = PrecomputedChecksum{6, 12345};  // stored compressed: ignored
+      REQUIRE((*writer)->Add(input).ok());
+    }
+    DatasetMetadata metadata;
+    metadata.classes = {"class0", "class1", "class2"};
+    metadata.listing_hash = "0000000000000000";
+    REQUIRE((*writer)->Finish(metadata).ok());
+    auto reader = OpenDataset(dir / "ds");
+    REQUIRE_MESSAGE(reader.ok(), reader.status().ToString());
+    ReadScratch scratch;
+    for (std::uint64_t i = 0; i < records.size(); ++i) {
+      CAPTURE(i);
+      auto view = (*reader)->Read(i, scratch);
+      if (i == 3) {
+        REQUIRE_FALSE(view.ok());
+        CHECK(view.status().message().find("checksum mismatch") != std::string::npos);
+        continue;
+      }
+      REQUIRE_MESSAGE(view.ok(), view.status().ToString());
+      CHECK(Copy(view->bytes) == records[i].bytes);
     }
   }
 }
