@@ -64,22 +64,41 @@ TEST_CASE("gpu: pinned batches arrive on the device byte for byte") {
   }
 }
 
+// The loader's first batch, uploaded by an uploader that normalises (to float16 when `half`).
+struct NormalizedUpload {
+  std::unique_ptr<Loader> loader;
+  std::unique_ptr<GpuUploader> uploader;
+  std::shared_ptr<const Batch> host;
+  std::shared_ptr<GpuBatch> device;
+};
+
+NormalizedUpload UploadFirstNormalized(const std::filesystem::path& dir, bool half) {
+  NormalizedUpload upload;
+  upload.loader = MakeLoader(dir);
+  GpuUploaderOptions options;
+  options.normalize = Normalize{};
+  options.normalize->half = half;
+  auto uploader = GpuUploader::Create(options);
+  REQUIRE(uploader.ok());
+  upload.uploader = std::move(*uploader);
+  auto batch = upload.loader->Next();
+  REQUIRE(batch.ok());
+  upload.host = *batch;
+  auto uploaded = upload.uploader->Upload(upload.host);
+  REQUIRE(uploaded.ok());
+  REQUIRE((*uploaded)->Wait().ok());
+  upload.device = *uploaded;
+  return upload;
+}
+
 TEST_CASE("gpu: normalisation to float NCHW matches the host computation") {
   if (SkipWithoutDevice()) return;
   test::TempDir dir;
-  auto loader = MakeLoader(dir.path());
-  GpuUploaderOptions options;
-  options.normalize = Normalize{};
-  auto uploader = GpuUploader::Create(options);
-  REQUIRE(uploader.ok());
-  auto batch = loader->Next();
-  REQUIRE(batch.ok());
-  auto uploaded = (*uploader)->Upload(*batch);
-  REQUIRE(uploaded.ok());
-  REQUIRE((*uploaded)->Wait().ok());
-  const Batch& host = **batch;
+  const NormalizedUpload upload = UploadFirstNormalized(dir.path(), false);
+  const auto& uploaded = upload.device;
+  const Batch& host = *upload.host;
   std::vector<float> out(host.images().size());
-  REQUIRE((*uploaded)->CopyNormalizedToHost(std::as_writable_bytes(std::span<float>(out))).ok());
+  REQUIRE(uploaded->CopyNormalizedToHost(std::as_writable_bytes(std::span<float>(out))).ok());
   const Normalize n;
   const std::size_t pixels = std::size_t{host.height()} * host.width();
   for (std::uint32_t i = 0; i < host.size(); ++i) {
@@ -109,25 +128,16 @@ float HalfToFloat(std::uint16_t h) {
 TEST_CASE("gpu: float16 normalisation matches the host computation to half precision") {
   if (SkipWithoutDevice()) return;
   test::TempDir dir;
-  auto loader = MakeLoader(dir.path());
-  GpuUploaderOptions options;
-  options.normalize = Normalize{};
-  options.normalize->half = true;
-  auto uploader = GpuUploader::Create(options);
-  REQUIRE(uploader.ok());
-  auto batch = loader->Next();
-  REQUIRE(batch.ok());
-  auto uploaded = (*uploader)->Upload(*batch);
-  REQUIRE(uploaded.ok());
-  const Batch& host = **batch;
+  const NormalizedUpload upload = UploadFirstNormalized(dir.path(), true);
+  const auto& uploaded = upload.device;
+  const Batch& host = *upload.host;
   std::vector<std::uint16_t> out(host.images().size());
   // A float32-sized buffer is refused: the output is half the size.
   std::vector<float> wrong(host.images().size());
-  CHECK((*uploaded)->CopyNormalizedToHost(std::as_writable_bytes(std::span<float>(wrong))).code() ==
+  CHECK(uploaded->CopyNormalizedToHost(std::as_writable_bytes(std::span<float>(wrong))).code() ==
         StatusCode::kInvalidArgument);
-  REQUIRE((*uploaded)
-              ->CopyNormalizedToHost(std::as_writable_bytes(std::span<std::uint16_t>(out)))
-              .ok());
+  REQUIRE(
+      uploaded->CopyNormalizedToHost(std::as_writable_bytes(std::span<std::uint16_t>(out))).ok());
   const Normalize n;
   const std::size_t pixels = std::size_t{host.height()} * host.width();
   std::size_t checked = 0;

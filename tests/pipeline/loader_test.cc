@@ -116,6 +116,19 @@ TEST_CASE("epoch order: ranks are disjoint, equal and together complete") {
   CHECK(std::set<std::uint64_t>(cut.begin(), cut.end()).size() == 800);
 }
 
+// Image i of `batch` is `record`'s bytes decoded alone with the eval transform (24 x 24).
+void CheckEvalImage(const Batch& batch, std::uint32_t i, const std::vector<std::byte>& record,
+                    const LoaderOptions& options, DecodeScratch& scratch) {
+  std::vector<std::uint8_t> expected(24 * 24 * 3);
+  DecodeRequest request{24,
+                        24,
+                        [&](std::uint32_t w, std::uint32_t h) { return EvalRegion(w, h, options); },
+                        false,
+                        {}};
+  REQUIRE(DecodeInto(record, request, expected, scratch).ok());
+  CHECK(std::equal(expected.begin(), expected.end(), batch.image(i).begin()));
+}
+
 TEST_CASE("loader eval: every record once, in order, equal to its single-image decode") {
   test::TempDir dir;
   const auto records = test::MakeRecords(30);
@@ -137,15 +150,7 @@ TEST_CASE("loader eval: every record once, in order, equal to its single-image d
       const std::uint64_t record = batch->record_indices()[i];
       CHECK(record == order[position]);
       CHECK(batch->labels()[i] == records[record].label);
-      std::vector<std::uint8_t> expected(24 * 24 * 3);
-      DecodeRequest request{
-          24,
-          24,
-          [&](std::uint32_t w, std::uint32_t h) { return EvalRegion(w, h, options); },
-          false,
-          {}};
-      REQUIRE(DecodeInto(records[record].bytes, request, expected, scratch).ok());
-      CHECK(std::equal(expected.begin(), expected.end(), batch->image(i).begin()));
+      CheckEvalImage(*batch, i, records[record].bytes, options, scratch);
     }
   }
   CHECK(position == 30);
@@ -280,15 +285,7 @@ TEST_CASE("loader: a corrupt record raises with its index and key, or is skipped
         const std::uint64_t record = batch->record_indices()[i];
         delivered.push_back(record);
         CHECK(batch->labels()[i] == records[record].label);
-        std::vector<std::uint8_t> expected(24 * 24 * 3);
-        DecodeRequest request{
-            24,
-            24,
-            [&](std::uint32_t w, std::uint32_t h) { return EvalRegion(w, h, options); },
-            false,
-            {}};
-        REQUIRE(DecodeInto(records[record].bytes, request, expected, scratch).ok());
-        CHECK(std::equal(expected.begin(), expected.end(), batch->image(i).begin()));
+        CheckEvalImage(*batch, i, records[record].bytes, options, scratch);
       }
       CHECK(batch->skipped() == (batch->index() == 1 ? 2u : batch->index() == 2 ? 1u : 0u));
     }
