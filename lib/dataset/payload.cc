@@ -9,13 +9,15 @@
 
 namespace packrec {
 
+bool MayCompress(const RecordInput& record, const WriterOptions& options) {
+  return options.compression == Compression::kZstd && record.image.encoding != Encoding::kJpeg &&
+         !record.bytes.empty();
+}
+
 Result<StoredPayload> PreparePayload(const RecordInput& record, const WriterOptions& options,
                                      std::vector<std::byte>& buffer) {
   StoredPayload stored{record.bytes, false};
-  if (options.compression != Compression::kZstd || record.image.encoding == Encoding::kJpeg ||
-      record.bytes.empty()) {
-    return stored;
-  }
+  if (!MayCompress(record, options)) return stored;
   buffer.resize(ZSTD_compressBound(record.bytes.size()));
   const std::size_t size = ZSTD_compress(buffer.data(), buffer.size(), record.bytes.data(),
                                          record.bytes.size(), options.compression_level);

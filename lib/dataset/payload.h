@@ -28,6 +28,8 @@ struct StoredPayload {
 // trying would only burn convert time) and keeps the frame only when it is smaller.
 Result<StoredPayload> PreparePayload(const RecordInput& record, const WriterOptions& options,
                                      std::vector<std::byte>& buffer);
+// Whether PreparePayload tries to compress `record` (false: it stores record.bytes as they are).
+bool MayCompress(const RecordInput& record, const WriterOptions& options);
 
 // The checksum a writer stores for record `index` stored as `stored`: record.checksum when it was
 // computed for that index over those very bytes, else XXH64(stored, seed = index).

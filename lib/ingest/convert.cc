@@ -19,6 +19,7 @@
 #include "core/endian.h"
 #include "core/file_io.h"
 #include "core/output_dir.h"
+#include "dataset/payload.h"
 #include "ingest/listing_hash.h"
 #include "packrec/image.h"
 #include "packrec/reader.h"
@@ -725,12 +726,14 @@ class SourcePump {
                                                     : Prepared{{}, {}, pumped.record.status, 0};
         const Prepared& prepared = pumped.prepared;
         // The writer numbers the records it is given from 0, and is given exactly the ones that
-        // prepared; it stores them unchanged unless it compresses them (not JPEG, with zstd).
-        if (prepared.status.ok() && (options_.writer.compression != Compression::kZstd ||
-                                     prepared.image.encoding == Encoding::kJpeg)) {
-          pumped.checksum = PrecomputedChecksum{next_index_, Xxh64(prepared.bytes, next_index_)};
+        // prepared; a checksum of bytes it will compress would go unused.
+        if (prepared.status.ok()) {
+          const RecordInput input{{}, 0, prepared.bytes, prepared.image};
+          if (!MayCompress(input, options_.writer)) {
+            pumped.checksum = PrecomputedChecksum{next_index_, Xxh64(prepared.bytes, next_index_)};
+          }
+          ++next_index_;
         }
-        if (prepared.status.ok()) ++next_index_;
       }
       std::unique_lock lock(mutex_);
       if (!more.ok() || !*more) {
