@@ -29,7 +29,7 @@ struct ConvertOptions {
   ListFileKind list_kind = ListFileKind::kAuto;
   std::filesystem::path list_root;  // list files: paths are relative to this (default: its dir)
   std::optional<std::uint64_t> shuffle_seed;  // shuffle the listing at convert time
-  unsigned threads = 0;                       // readers/validators; 0: hardware concurrency
+  unsigned threads = 0;  // readers/validators (imports: workers preparing records); 0: one per core
   OnError on_error = OnError::kFail;
   std::uint32_t resize_short = 0;  // > 0: re-encode with the shorter side at most this
   int quality = 0;                 // > 0: re-encode at this JPEG quality

@@ -663,43 +663,65 @@ Prepared PrepareSourceRecord(SourceRecord& record, const ConvertOptions& options
   return prepared;
 }
 
-// A record read from a container source, probed (and transcoded when asked) on the reading
-// thread.
+// A record read from a container source and prepared: probed (and transcoded when asked), its
+// checksum computed.
 struct PumpedRecord {
   SourceRecord record;
   Prepared prepared;
   std::optional<PrecomputedChecksum> checksum;
 };
 
-// A bounded hand-off from the thread reading a container source to the writing thread, so
-// reading the next records overlaps writing these, in bounded memory. The probe (a pass over
-// every JPEG's entropy-coded bytes) and the record's checksum run here, on bytes this thread has
-// just read and still holds in cache, rather than on the writing thread, which has the writes
-// and the whole-file hash: the two threads then carry about the same load.
+// Feeds the writing thread a container source's records in source order, in bounded memory, with
+// the work split three ways so no one thread caps the import:
+// - one reading thread runs the source (the I/O and the format's own framing and checks, which
+//   must go in order);
+// - `workers` threads prepare the records it has read, each taking the oldest not yet taken: the
+//   probe (a pass over every JPEG's entropy-coded bytes), a transcode when asked, and the record's
+//   checksum, while the bytes are in that thread's cache;
+// - the writing thread (the caller of Take) has the writes and the whole-file hash.
+// With one thread reading and preparing, the reader was the slower side and the writer waited on
+// it (docs/benchmarks.md, import).
+//
+// A record's checksum is seeded with its number in the output, which is final only once every
+// record before it has prepared (rejects are not written). A worker computes it for the number the
+// record gets when nothing before it is rejected but the rejects already seen; the writer checks
+// that number and computes it again when it differs (StoredChecksum), so a guess costs time, never
+// correctness.
 class SourcePump {
  public:
-  SourcePump(RecordSource& source, const ConvertOptions& options)
-      : source_(source), options_(options), thread_([this] { Run(); }) {}
+  SourcePump(RecordSource& source, const ConvertOptions& options, unsigned workers)
+      : source_(source), options_(options) {
+    for (unsigned i = 0; i < workers; ++i) workers_.emplace_back([this] { Prepare(); });
+    reader_ = std::thread([this] { Read(); });
+  }
   ~SourcePump() {
     {
       std::lock_guard lock(mutex_);
       stop_ = true;
     }
     space_.notify_all();
-    thread_.join();
+    work_.notify_all();
+    reader_.join();
+    for (std::thread& worker : workers_) worker.join();
   }
 
   // The next record; false at the end. The source's fatal error once everything before it.
   Result<bool> Take(PumpedRecord& pumped) {
     std::unique_lock lock(mutex_);
-    ready_.wait(lock, [&] { return !queue_.empty() || done_; });
-    if (queue_.empty()) {
+    if (!FrontReady() && !(read_done_ && slots_.empty())) {
+      writer_waiting_ = true;
+      ready_.wait(lock, [&] { return FrontReady() || (read_done_ && slots_.empty()); });
+      writer_waiting_ = false;
+    }
+    if (slots_.empty()) {
       if (!final_.ok()) return final_;
       return false;
     }
-    pumped = std::move(queue_.front());
-    queue_.pop_front();
-    queued_bytes_ -= pumped.prepared.bytes.size();
+    pumped = std::move(slots_.front().pumped);
+    queued_bytes_ -= slots_.front().counted_bytes;
+    slots_.pop_front();
+    ++front_sequence_;
+    --ready_count_;
     // A full queue is refilled from half: waking the reader for every record taken cost a context
     // switch per record (about a tenth of a warm import's time).
     const bool wake = reader_waiting_ && HalfEmpty();
@@ -711,36 +733,45 @@ class SourcePump {
  private:
   static constexpr std::size_t kMaxRecords = 256;
   static constexpr std::size_t kMaxBytes = 64u << 20;
+  // Sleeping threads are woken for a batch, not for each record: when the other side is the
+  // slower one, waking per record made the threads trade a context switch per record.
+  static constexpr std::size_t kWakeRecords = 16;
 
-  bool Full() const { return queue_.size() >= kMaxRecords || queued_bytes_ >= kMaxBytes; }
+  struct Slot {
+    PumpedRecord pumped;            // moved out while a worker prepares it
+    std::size_t counted_bytes = 0;  // what it added to queued_bytes_ (its size as read)
+    bool ready = false;
+  };
+
+  bool Full() const { return slots_.size() >= kMaxRecords || queued_bytes_ >= kMaxBytes; }
   bool HalfEmpty() const {
-    return queue_.size() <= kMaxRecords / 2 && queued_bytes_ <= kMaxBytes / 2;
+    return slots_.size() <= kMaxRecords / 2 && queued_bytes_ <= kMaxBytes / 2;
+  }
+  bool FrontReady() const { return !slots_.empty() && slots_.front().ready; }
+  std::size_t Unclaimed() const { return front_sequence_ + slots_.size() - claim_sequence_; }
+  // Worth waking the writer for: its next record is ready, and a batch with it, or the queue is
+  // full (the reader waits for space), or the source is done and everything prepared.
+  bool WriterBatchReady() const {
+    return FrontReady() && (ready_count_ >= kWakeRecords || Full() ||
+                            (read_done_ && ready_count_ == slots_.size()));
+  }
+  // Worth waking a worker for: a batch to take, or the last records (the reader is waiting for
+  // space or done).
+  bool WorkerBatchReady() const {
+    return Unclaimed() >= kWakeRecords || (Unclaimed() > 0 && (Full() || read_done_));
   }
 
-  void Run() {
+  void Read() {
     for (;;) {
       PumpedRecord pumped;
       Result<bool> more = source_.Next(pumped.record);
-      if (more.ok() && *more) {
-        pumped.prepared = pumped.record.status.ok() ? PrepareSourceRecord(pumped.record, options_)
-                                                    : Prepared{{}, {}, pumped.record.status, 0};
-        const Prepared& prepared = pumped.prepared;
-        // The writer numbers the records it is given from 0, and is given exactly the ones that
-        // prepared; a checksum of bytes it will compress would go unused.
-        if (prepared.status.ok()) {
-          const RecordInput input{{}, 0, prepared.bytes, prepared.image};
-          if (!MayCompress(input, options_.writer)) {
-            pumped.checksum = PrecomputedChecksum{next_index_, Xxh64(prepared.bytes, next_index_)};
-          }
-          ++next_index_;
-        }
-      }
       std::unique_lock lock(mutex_);
       if (!more.ok() || !*more) {
         if (!more.ok()) final_ = more.status();
-        done_ = true;
+        read_done_ = true;
         lock.unlock();
         ready_.notify_all();
+        work_.notify_all();
         return;
       }
       if (Full()) {
@@ -749,27 +780,77 @@ class SourcePump {
         reader_waiting_ = false;
       }
       if (stop_) return;
-      queued_bytes_ += pumped.prepared.bytes.size();
-      queue_.push_back(std::move(pumped));
-      const bool wake = queue_.size() == 1;  // the writer waits only on an empty queue
+      const std::size_t size = pumped.record.bytes.size();
+      queued_bytes_ += size;
+      slots_.push_back(Slot{std::move(pumped), size, false});
+      const bool wake = idle_workers_ > 0 && WorkerBatchReady();
       lock.unlock();
-      if (wake) ready_.notify_one();
+      if (wake) work_.notify_one();
+    }
+  }
+
+  void Prepare() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      if (!stop_ && Unclaimed() == 0 && !read_done_) {
+        ++idle_workers_;
+        work_.wait(lock, [&] { return stop_ || WorkerBatchReady() || read_done_; });
+        --idle_workers_;
+      }
+      if (stop_ || Unclaimed() == 0) {
+        if (stop_ || read_done_) return;
+        continue;
+      }
+      const std::uint64_t sequence = claim_sequence_++;
+      PumpedRecord pumped = std::move(slots_[sequence - front_sequence_].pumped);
+      const std::uint64_t index_if_no_more_rejects = sequence - rejects_;
+      lock.unlock();
+
+      pumped.prepared = pumped.record.status.ok() ? PrepareSourceRecord(pumped.record, options_)
+                                                  : Prepared{{}, {}, pumped.record.status, 0};
+      const Prepared& prepared = pumped.prepared;
+      // A checksum of bytes the writer will compress would go unused.
+      if (prepared.status.ok() &&
+          !MayCompress(RecordInput{{}, 0, prepared.bytes, prepared.image}, options_.writer)) {
+        pumped.checksum = PrecomputedChecksum{index_if_no_more_rejects,
+                                              Xxh64(prepared.bytes, index_if_no_more_rejects)};
+      }
+
+      lock.lock();
+      if (!prepared.status.ok()) ++rejects_;
+      Slot& slot = slots_[sequence - front_sequence_];
+      slot.pumped = std::move(pumped);
+      slot.ready = true;
+      ++ready_count_;
+      if (writer_waiting_ && WriterBatchReady()) {
+        lock.unlock();
+        ready_.notify_one();
+        lock.lock();
+      }
     }
   }
 
   RecordSource& source_;
   const ConvertOptions& options_;
   std::mutex mutex_;
-  std::condition_variable ready_;
-  std::condition_variable space_;
-  std::deque<PumpedRecord> queue_;
+  std::condition_variable ready_;  // the writer waits here for its next record
+  std::condition_variable space_;  // the reader waits here for room
+  std::condition_variable work_;   // workers wait here for records to prepare
+  // Records read and not yet taken, in source order; slots_[i] is number front_sequence_ + i.
+  std::deque<Slot> slots_;
+  std::uint64_t front_sequence_ = 0;
+  std::uint64_t claim_sequence_ = 0;  // the next record a worker takes
   std::size_t queued_bytes_ = 0;
-  bool done_ = false;
+  std::size_t ready_count_ = 0;  // slots prepared
+  std::uint64_t rejects_ = 0;    // records seen to fail preparing so far
+  unsigned idle_workers_ = 0;
+  bool read_done_ = false;
   bool stop_ = false;
   bool reader_waiting_ = false;
-  std::uint64_t next_index_ = 0;  // of the next record that prepares (the reading thread's own)
+  bool writer_waiting_ = false;
   Status final_;
-  std::thread thread_;  // last: started once everything above exists
+  std::vector<std::thread> workers_;
+  std::thread reader_;  // started last, once everything above exists
 };
 
 Result<ConvertStats> ConvertStream(const ConvertOptions& options, SourceFormat format,
@@ -804,7 +885,11 @@ Result<ConvertStats> ConvertStream(const ConvertOptions& options, SourceFormat f
   bool writer_failed = false;
   std::uint64_t done = 0;
   {
-    SourcePump pump(*source, options);
+    // Workers beside the reading and writing threads: on two cores the three kinds of work share
+    // them; on more, preparing scales until reading or writing is the limit.
+    const unsigned workers =
+        options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+    SourcePump pump(*source, options, std::min(workers, 16u));
     for (;;) {
       PumpedRecord pumped;
       Result<bool> more = pump.Take(pumped);

@@ -1,10 +1,12 @@
 // Readers and the loader under concurrency, run by the ThreadSanitizer job (scripts/test.sh --tsan)
 // as well as the normal suites: 16 threads reading one reader of every format at random, a reader
 // opened again and again while a conversion into the same path runs, and 16 loader threads
-// sharing each batch while epochs are abandoned half-way.
+// sharing each batch while epochs are abandoned half-way; an import prepared on 8 workers.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <fstream>
 #include <random>
 #include <thread>
 #include <vector>
@@ -155,6 +157,82 @@ TEST_CASE(
     if (record != 5 && record != 50 && record != 51) expected.push_back(record);
   }
   CHECK(delivered == expected);
+}
+
+}  // namespace
+}  // namespace packrec
+
+namespace packrec {
+namespace {
+
+// A RecordIO export of `dir/tree` whose records `bad` carry bytes that are no image: the framing
+// reads them, and preparing them (on the import's workers) rejects them.
+fs::path RecordIoWithUnreadableImages(const fs::path& dir, const std::vector<std::uint64_t>& bad) {
+  ConvertOptions out;
+  out.source = dir / "tree";
+  out.output = dir / "rec";
+  out.writer.format = "recordio";
+  REQUIRE(Convert(out).ok());
+  const fs::path rec = dir / "rec" / "shard-000000.rec";
+  std::vector<std::byte> bytes = test::ReadBytes(rec);
+  std::ifstream index(dir / "rec" / "shard-000000.idx");
+  std::uint64_t number = 0, offset = 0;
+  while (index >> number >> offset) {
+    if (std::find(bad.begin(), bad.end(), number) == bad.end()) continue;
+    // Past the frame header (8 bytes) and im2rec's image header (24): the JPEG's SOI marker.
+    REQUIRE(offset + 34 < bytes.size());
+    REQUIRE(bytes[offset + 32] == std::byte{0xFF});
+    bytes[offset + 32] = bytes[offset + 33] = std::byte{0};
+  }
+  test::WriteBytes(rec, bytes);
+  return dir / "rec";
+}
+
+TEST_CASE("an import prepared on 8 workers equals the one prepared on 1, rejects and all") {
+  test::TempDir dir;
+  test::SynthTree(dir / "tree", 3, 40, /*seed=*/4, /*size=*/64);
+  // Neighbours, a lone one and the last: each shifts the numbers of the records after it, which
+  // the workers guess ahead when they compute checksums.
+  const std::vector<std::uint64_t> bad = {5, 6, 61, 119};
+  const fs::path source = RecordIoWithUnreadableImages(dir.path(), bad);
+  std::vector<std::vector<std::string>> results;
+  for (const unsigned threads : {1u, 8u}) {
+    CAPTURE(threads);
+    ConvertOptions in;
+    in.source = source;
+    in.output = dir / ("in-" + std::to_string(threads));
+    in.threads = threads;
+    in.on_error = OnError::kSkip;
+    Result<ConvertStats> stats = Convert(in);
+    REQUIRE_MESSAGE(stats.ok(), stats.status().ToString());
+    CHECK(stats->records_written == 116);
+    REQUIRE(stats->rejects.size() == bad.size());
+    for (std::size_t i = 0; i < bad.size(); ++i) {
+      CHECK(stats->rejects[i].path.find("record " + std::to_string(bad[i]) + " ") !=
+            std::string::npos);
+    }
+    auto reader = OpenDataset(in.output);
+    REQUIRE(reader.ok());
+    ReadScratch scratch;
+    std::vector<std::string> records;
+    for (std::uint64_t i = 0; i < (*reader)->size(); ++i) {
+      auto view = (*reader)->Read(i, scratch);  // checks the stored checksum
+      REQUIRE_MESSAGE(view.ok(), view.status().ToString());
+      records.push_back(std::string(view->key) + " " + std::to_string(view->label) + " " +
+                        Hex64(Xxh64(view->bytes)));
+    }
+    results.push_back(std::move(records));
+
+    // Under --on-error fail, the first bad record in source order is the one named, and the
+    // import stops with records still being prepared.
+    in.on_error = OnError::kFail;
+    in.writer.overwrite = true;
+    Result<ConvertStats> failed = Convert(in);
+    REQUIRE_FALSE(failed.ok());
+    CHECK(failed.status().message().find("record 5 ") != std::string::npos);
+  }
+  CHECK(results[0].size() == 116);
+  CHECK(results[0] == results[1]);
 }
 
 }  // namespace

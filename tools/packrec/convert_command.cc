@@ -161,7 +161,10 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
                    "lmdb: records per write transaction")
       ->check(CLI::Range(1u, 10000000u))
       ->capture_default_str();
-  command->add_option("--threads", args->options.threads, "Reader threads (0: one per core)")
+  command
+      ->add_option(
+          "--threads", args->options.threads,
+          "Threads reading and checking inputs (imports: preparing records; 0: one per core)")
       ->check(CLI::Range(0u, 1024u))
       ->capture_default_str();
   command->add_flag("--shuffle", args->shuffle, "Shuffle the records at convert time");

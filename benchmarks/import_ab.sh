@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Two packrec binaries importing the same sources, alternating, warm (page cache), medians: the
+# side-by-side check for a change to the import (docs/benchmarks.md, issue 10). Sources as
+# import_bench.sh makes them (IMAGES synthetic images as wds, tfrecord, recordio and a Caffe LMDB);
+# outputs in OUT_TMP (default /dev/shm). Extra arguments go to every `packrec convert`, e.g.
+# `--resize-short 64 --quality 85` for an import that re-encodes.
+# Usage: benchmarks/import_ab.sh OLD_PACKREC NEW_PACKREC [IMAGES] [RUNS] [-- CONVERT_FLAGS...]
+set -euo pipefail
+old=$1 new=$2
+images=${3:-8000}
+runs=${4:-5}
+shift $(($# < 4 ? $# : 4))
+[[ ${1:-} == -- ]] && shift
+for binary in "$old" "$new"; do [[ -x $binary ]] || { echo "not executable: $binary" >&2; exit 2; }; done
+work=$(mktemp -d "${TMPDIR:-/tmp}/packrec-import-ab.XXXXXX")
+out=$(mktemp -d "${OUT_TMP:-/dev/shm}/packrec-import-ab-out.XXXXXX")
+trap 'rm -rf "$work" "$out"' EXIT
+"$new" synth "$work/tree" --classes 20 --per-class $((images / 20)) --seed 5 >/dev/null
+for format in wds tfrecord recordio; do
+  "$new" convert "$work/tree" "$work/$format" --format "$format" --shard-size 64MiB -q >/dev/null
+done
+"$new" convert "$work/tree" "$work/caffe" --format lmdb --lmdb-values caffe-datum -q >/dev/null
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+echo "warm import, $images images, medians of $runs alternating runs ($(nproc) cores); flags: ${*:-none}"
+for source in wds tfrecord recordio caffe; do
+  from=()
+  [[ $source == caffe ]] && from=(--from caffe-lmdb)
+  declare -A times=([old]="" [new]="")
+  for ((r = 0; r < runs; r++)); do
+    for which in old new; do
+      binary=$old
+      [[ $which == new ]] && binary=$new
+      rm -rf "$out/o"
+      start=$(date +%s.%N)
+      "$binary" convert "$work/$source" "$out/o" -q "${from[@]}" "$@" >/dev/null
+      times[$which]+="$(echo "$(date +%s.%N) - $start" | bc -l) "
+    done
+  done
+  o=$(echo "${times[old]}" | tr ' ' '\n' | grep . | median)
+  n=$(echo "${times[new]}" | tr ' ' '\n' | grep . | median)
+  printf '%-9s old %7.3f s   new %7.3f s   old/new %5.2fx\n' "$source" "$o" "$n" "$(echo "$o / $n" | bc -l)"
+done
