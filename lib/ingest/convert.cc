@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -663,6 +664,55 @@ Prepared PrepareSourceRecord(SourceRecord& record, const ConvertOptions& options
   return prepared;
 }
 
+// Keeps the kernel reading a source's files ahead of the import, from a thread of its own: the
+// reading thread's own read-ahead (ReadAhead) asks the kernel for the next 32 MiB itself, and
+// that call allocates and queues every page before it returns, so the reading thread stalled on
+// it and then on the reads it had just queued. This thread walks the files in order, 8 MiB at a
+// time, up to kAhead bytes beyond what the import has read; the pages it asks for are page cache
+// (the kernel may drop them), not the import's memory.
+class FilePrefetcher {
+ public:
+  explicit FilePrefetcher(const std::vector<fs::path>& files)
+      : files_(files), thread_([this] { Run(); }) {}
+  ~FilePrefetcher() {
+    stop_.store(true, std::memory_order_relaxed);
+    thread_.join();
+  }
+  // The reading thread's progress: bytes of records read so far (framing aside, about its place
+  // in the files).
+  void Consumed(std::uint64_t bytes) { consumed_.fetch_add(bytes, std::memory_order_relaxed); }
+
+ private:
+  static constexpr std::uint64_t kStep = 8ull << 20;
+  static constexpr std::uint64_t kAhead = 128ull << 20;
+
+  void Run() {
+    std::uint64_t requested = 0;  // bytes of the files, in order, asked for so far
+    for (const fs::path& path : files_) {
+      Result<std::unique_ptr<RandomAccessFile>> file = RandomAccessFile::Open(path);
+      if (!file.ok()) continue;  // the source reports it when it gets there
+      Result<std::uint64_t> size = (*file)->RegularFileSize();
+      if (!size.ok()) continue;
+      for (std::uint64_t offset = 0; offset < *size; offset += kStep) {
+        // Polled: a few wakeups a second while ahead cost less than a handshake per record.
+        while (requested >= consumed_.load(std::memory_order_relaxed) + kAhead) {
+          if (stop_.load(std::memory_order_relaxed)) return;
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+        if (stop_.load(std::memory_order_relaxed)) return;
+        const std::uint64_t length = std::min(kStep, *size - offset);
+        (*file)->AdviseWillNeed(offset, length);
+        requested += length;
+      }
+    }
+  }
+
+  const std::vector<fs::path>& files_;
+  std::atomic<std::uint64_t> consumed_{0};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;  // last: started once everything above exists
+};
+
 // A record read from a container source and prepared: probed (and transcoded when asked), its
 // checksum computed.
 struct PumpedRecord {
@@ -690,7 +740,7 @@ struct PumpedRecord {
 class SourcePump {
  public:
   SourcePump(RecordSource& source, const ConvertOptions& options, unsigned workers)
-      : source_(source), options_(options) {
+      : source_(source), options_(options), prefetcher_(source.files()) {
     for (unsigned i = 0; i < workers; ++i) workers_.emplace_back([this] { Prepare(); });
     reader_ = std::thread([this] { Read(); });
   }
@@ -765,6 +815,7 @@ class SourcePump {
     for (;;) {
       PumpedRecord pumped;
       Result<bool> more = source_.Next(pumped.record);
+      prefetcher_.Consumed(pumped.record.bytes.size());
       std::unique_lock lock(mutex_);
       if (!more.ok() || !*more) {
         if (!more.ok()) final_ = more.status();
@@ -832,6 +883,7 @@ class SourcePump {
 
   RecordSource& source_;
   const ConvertOptions& options_;
+  FilePrefetcher prefetcher_;
   std::mutex mutex_;
   std::condition_variable ready_;  // the writer waits here for its next record
   std::condition_variable space_;  // the reader waits here for room
