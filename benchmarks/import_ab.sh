@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Two packrec binaries importing the same sources, alternating, warm (page cache), medians: the
-# side-by-side check for a change to the import (docs/benchmarks.md, issue 10). Sources as
+# Two packrec binaries importing the same sources, alternating, medians: the side-by-side check for
+# a change to the import (docs/benchmarks.md, issue 10). Warm (page cache), or with COLD=1 the
+# source's pages evicted (posix_fadvise DONTNEED) before every run, `cat` of the same files timed
+# the same way beside them. Sources as
 # import_bench.sh makes them (IMAGES synthetic images as wds, tfrecord, recordio and a Caffe LMDB);
 # outputs in OUT_TMP (default /dev/shm). Extra arguments go to every `packrec convert`, e.g.
 # `--resize-short 64 --quality 85` for an import that re-encodes.
@@ -20,23 +22,47 @@ for format in wds tfrecord recordio; do
   "$new" convert "$work/tree" "$work/$format" --format "$format" --shard-size 64MiB -q >/dev/null
 done
 "$new" convert "$work/tree" "$work/caffe" --format lmdb --lmdb-values caffe-datum -q >/dev/null
+evict() {
+  sync
+  /usr/bin/python3 -c '
+import os, sys
+for path in sys.argv[1:]:
+    fd = os.open(path, os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)
+' "$@"
+}
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-echo "warm import, $images images, medians of $runs alternating runs ($(nproc) cores); flags: ${*:-none}"
+mode=warm
+[[ ${COLD:-0} == 1 ]] && mode=cold
+echo "$mode import, $images images, medians of $runs alternating runs ($(nproc) cores); flags: ${*:-none}"
 for source in wds tfrecord recordio caffe; do
   from=()
   [[ $source == caffe ]] && from=(--from caffe-lmdb)
-  declare -A times=([old]="" [new]="")
+  mapfile -t files < <(find "$work/$source" -name '*.tar' -o -name '*.tfrecord' -o -name '*.rec' \
+    -o -name data.mdb | sort)
+  declare -A times=([cat]="" [old]="" [new]="")
   for ((r = 0; r < runs; r++)); do
-    for which in old new; do
+    for which in cat old new; do
+      [[ $mode == cold ]] && evict "${files[@]}"
+      [[ $mode == warm && $which == cat ]] && continue
       binary=$old
       [[ $which == new ]] && binary=$new
       rm -rf "$out/o"
       start=$(date +%s.%N)
-      "$binary" convert "$work/$source" "$out/o" -q "${from[@]}" "$@" >/dev/null
+      if [[ $which == cat ]]; then
+        cat "${files[@]}" >/dev/null
+      else
+        "$binary" convert "$work/$source" "$out/o" -q "${from[@]}" "$@" >/dev/null
+      fi
       times[$which]+="$(echo "$(date +%s.%N) - $start" | bc -l) "
     done
   done
   o=$(echo "${times[old]}" | tr ' ' '\n' | grep . | median)
   n=$(echo "${times[new]}" | tr ' ' '\n' | grep . | median)
-  printf '%-9s old %7.3f s   new %7.3f s   old/new %5.2fx\n' "$source" "$o" "$n" "$(echo "$o / $n" | bc -l)"
+  printf '%-9s old %7.3f s   new %7.3f s   old/new %5.2fx' "$source" "$o" "$n" "$(echo "$o / $n" | bc -l)"
+  if [[ $mode == cold ]]; then
+    c=$(echo "${times[cat]}" | tr ' ' '\n' | grep . | median)
+    printf '   cat %7.3f s   cat/old %5.2fx   cat/new %5.2fx' "$c" "$(echo "$c / $o" | bc -l)" \
+      "$(echo "$c / $n" | bc -l)"
+  fi
+  echo
 done

@@ -62,8 +62,11 @@ source_files() {
 source_flags() { [[ $1 == caffe ]] && echo "--from caffe-lmdb" || true; }
 
 make_sources "$work/a" "$images"
+# The same sources at 4x the images (about 1 GB each): timed too, since at 250 MB the start and
+# finish of a run weigh on it and the host may still hold a small source in its own cache; and
+# the peak memory check below.
+make_sources "$work/b" $((images * 4))
 sources=(wds tfrecord recordio mds caffe)
-declare -A samples
 time_it() { local t0; t0=$(now); "$@" >/dev/null; echo "$(now) - $t0" | bc -l; }
 import_cmd() {  # SOURCE SET
   local -a files
@@ -72,39 +75,46 @@ import_cmd() {  # SOURCE SET
   # shellcheck disable=SC2046
   echo "$packrec" convert "$(dirname "${files[0]}")" "$out_dir/out" -q $(source_flags "$1")
 }
-for ((r = 0; r < runs; r++)); do
-  for s in "${sources[@]}"; do
-    mapfile -t files < <(source_files "$s" "$work/a")
-    read -r -a import < <(import_cmd "$s" a)
-    evict "${files[@]}"; samples[$s.cat_cold]+="$(time_it cat "${files[@]}") "
-    evict "${files[@]}"; rm -f "$out_dir/copy"
-    samples[$s.copy_cold]+="$(time_it sh -c 'cat "$@" >"$0"' "$out_dir/copy" "${files[@]}") "
-    rm -f "$out_dir/copy"
-    evict "${files[@]}"; rm -rf "$out_dir/out"; samples[$s.import_cold]+="$(time_it "${import[@]}") "
-    cat "${files[@]}" >/dev/null
-    samples[$s.cat_warm]+="$(time_it cat "${files[@]}") "
-    rm -rf "$out_dir/out"; samples[$s.import_warm]+="$(time_it "${import[@]}") "
-  done
-done
 bytes_of() { du -cb "$@" | tail -1 | cut -f1; }
-med() { echo "${samples[$1]}" | tr ' ' '\n' | grep . | median; }
-echo "import throughput, $images images, medians of $runs ($(nproc) cores); sources in $work, outputs in $out_dir"
-printf '%-9s %7s | %9s %9s %11s %7s %7s | %9s %11s %7s\n' source MB "cold cat" "cold copy" \
-  "cold import" "/cat" "/copy" "warm cat" "warm import" "/cat"
-for s in "${sources[@]}"; do
-  mapfile -t files < <(source_files "$s" "$work/a")
-  mb=$(echo "$(bytes_of "${files[@]}") / 1000000" | bc -l)
-  printf '%-9s %7.1f | %7.0f/s %7.0f/s %9.0f/s %6.2fx %6.2fx | %7.0f/s %9.0f/s %6.2fx   (MB/s)\n' \
-    "$s" "$mb" "$(echo "$mb / $(med "$s.cat_cold")" | bc -l)" \
-    "$(echo "$mb / $(med "$s.copy_cold")" | bc -l)" "$(echo "$mb / $(med "$s.import_cold")" | bc -l)" \
-    "$(echo "$(med "$s.cat_cold") / $(med "$s.import_cold")" | bc -l)" \
-    "$(echo "$(med "$s.copy_cold") / $(med "$s.import_cold")" | bc -l)" \
-    "$(echo "$mb / $(med "$s.cat_warm")" | bc -l)" "$(echo "$mb / $(med "$s.import_warm")" | bc -l)" \
-    "$(echo "$(med "$s.cat_warm") / $(med "$s.import_warm")" | bc -l)"
-done
+time_set() {  # SET IMAGES
+  local set=$1 count=$2 r s mb
+  local -A samples
+  local -a files import
+  for ((r = 0; r < runs; r++)); do
+    for s in "${sources[@]}"; do
+      mapfile -t files < <(source_files "$s" "$work/$set")
+      read -r -a import < <(import_cmd "$s" "$set")
+      evict "${files[@]}"; samples[$s.cat_cold]+="$(time_it cat "${files[@]}") "
+      evict "${files[@]}"; rm -f "$out_dir/copy"
+      samples[$s.copy_cold]+="$(time_it sh -c 'cat "$@" >"$0"' "$out_dir/copy" "${files[@]}") "
+      rm -f "$out_dir/copy"
+      evict "${files[@]}"; rm -rf "$out_dir/out"; samples[$s.import_cold]+="$(time_it "${import[@]}") "
+      cat "${files[@]}" >/dev/null
+      samples[$s.cat_warm]+="$(time_it cat "${files[@]}") "
+      rm -rf "$out_dir/out"; samples[$s.import_warm]+="$(time_it "${import[@]}") "
+    done
+  done
+  med() { echo "${samples[$1]}" | tr ' ' '\n' | grep . | median; }
+  echo "import throughput, $count images, medians of $runs ($(nproc) cores); sources in $work/$set, outputs in $out_dir"
+  printf '%-9s %7s | %9s %9s %11s %7s %7s | %9s %11s %7s\n' source MB "cold cat" "cold copy" \
+    "cold import" "/cat" "/copy" "warm cat" "warm import" "/cat"
+  for s in "${sources[@]}"; do
+    mapfile -t files < <(source_files "$s" "$work/$set")
+    mb=$(echo "$(bytes_of "${files[@]}") / 1000000" | bc -l)
+    printf '%-9s %7.1f | %7.0f/s %7.0f/s %9.0f/s %6.2fx %6.2fx | %7.0f/s %9.0f/s %6.2fx   (MB/s)\n' \
+      "$s" "$mb" "$(echo "$mb / $(med "$s.cat_cold")" | bc -l)" \
+      "$(echo "$mb / $(med "$s.copy_cold")" | bc -l)" "$(echo "$mb / $(med "$s.import_cold")" | bc -l)" \
+      "$(echo "$(med "$s.cat_cold") / $(med "$s.import_cold")" | bc -l)" \
+      "$(echo "$(med "$s.copy_cold") / $(med "$s.import_cold")" | bc -l)" \
+      "$(echo "$mb / $(med "$s.cat_warm")" | bc -l)" "$(echo "$mb / $(med "$s.import_warm")" | bc -l)" \
+      "$(echo "$(med "$s.cat_warm") / $(med "$s.import_warm")" | bc -l)"
+  done
+}
+time_set a "$images"
+echo
+time_set b $((images * 4))
 
 # Peak memory: the same sources at 4x the images; a streaming import stays flat.
-make_sources "$work/b" $((images * 4))
 echo
 echo "peak RssAnon of packrec convert (KiB): $images vs $((images * 4)) images"
 for s in "${sources[@]}"; do
