@@ -255,7 +255,9 @@ void AnalyzeBench(const BenchOptions& options, BenchReport& report) {
                        std::to_string(report.machine.cores) +
                        ": store smaller images (convert --resize-short 256) or decode on the GPU");
     } else {
-      advice.push_back("use --threads " + std::to_string(std::max(needed, 1u)));
+      // The fewest that keep up, not the fastest setting: more threads than this only idle.
+      advice.push_back("use --threads " + std::to_string(std::max(needed, 1u)) +
+                       " (the fewest that keep up)");
     }
   }
   if (best_packed != nullptr) {
