@@ -89,6 +89,11 @@ Prepared PrepareBytes(Result<std::vector<std::byte>> bytes, const ConvertOptions
   return prepared;
 }
 
+// --threads, 0 meaning one per core.
+unsigned ThreadCount(const ConvertOptions& options) {
+  return options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+}
+
 // True when SRC is a directory and OUT is it or lies under it (symlinks resolved).
 bool OutputInsideSource(const ConvertOptions& options) {
   std::error_code error;
@@ -475,8 +480,7 @@ Result<ConvertStats> ConvertItems(const ConvertOptions& options, const SourceLis
   ConvertProgress report;
   report.records_total = listing.items.size();
   Clock::time_point last_report = start;
-  const unsigned threads =
-      options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  const unsigned threads = ThreadCount(options);
   // The records added since the last resume point: record number, listing index, input bytes
   // before it. A resume point covering `records` records then knows where in the listing it is.
   struct Added {
@@ -848,10 +852,9 @@ class SourcePump {
         work_.wait(lock, [&] { return stop_ || WorkerBatchReady() || read_done_; });
         --idle_workers_;
       }
-      if (stop_ || Unclaimed() == 0) {
-        if (stop_ || read_done_) return;
-        continue;
-      }
+      // Nothing left to take now means the source is done (or the pump stops): the wait above
+      // returns only with a record to take, at the end, or at stop.
+      if (stop_ || Unclaimed() == 0) return;
       const std::uint64_t sequence = claim_sequence_++;
       PumpedRecord pumped = std::move(slots_[sequence - front_sequence_].pumped);
       const std::uint64_t index_if_no_more_rejects = sequence - rejects_;
@@ -939,9 +942,7 @@ Result<ConvertStats> ConvertStream(const ConvertOptions& options, SourceFormat f
   {
     // Workers beside the reading and writing threads: on two cores the three kinds of work share
     // them; on more, preparing scales until reading or writing is the limit.
-    const unsigned workers =
-        options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
-    SourcePump pump(*source, options, std::min(workers, 16u));
+    SourcePump pump(*source, options, std::min(ThreadCount(options), 16u));
     for (;;) {
       PumpedRecord pumped;
       Result<bool> more = pump.Take(pumped);
