@@ -308,6 +308,7 @@ class EncodedWriter final : public Hdf5WriterBase {
       const haddr_t offset = H5Dget_offset(data.get());
       if (offset != HADDR_UNDEF) {
         PACKREC_ASSIGN_OR_RETURN(payloads_, WritableFile::OpenAt(tmp_, offset));
+        payloads_->EnableWriteBehind();
         in_place_offset_ = offset;
         in_place_size_ = expected;
         return Status::OK();
@@ -357,6 +358,7 @@ class EncodedWriter final : public Hdf5WriterBase {
     std::error_code ignored;
     fs::remove(ScratchPath(), ignored);
     PACKREC_ASSIGN_OR_RETURN(payloads_, WritableFile::Create(ScratchPath()));
+    payloads_->EnableWriteBehind();
     return Status::OK();
   }
 

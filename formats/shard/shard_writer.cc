@@ -118,6 +118,7 @@ Status ShardWriter::StartShard() {
   fs::remove(shard->tmp_path, ignored);
   PACKREC_ASSIGN_OR_RETURN(shard->file, WritableFile::Create(shard->tmp_path));
   shard->file->EnableChecksum();
+  shard->file->EnableWriteBehind();
   current_ = std::move(shard);
   Header header;
   header.shard_index = static_cast<std::uint32_t>(sealed_.size());

@@ -1,5 +1,6 @@
 // TFRecord import: every frame's two CRCs checked, each record parsed as a tf.Example.
 #include <cstdio>
+#include <mutex>
 #include <optional>
 
 #include "core/crc32c.h"
@@ -61,8 +62,31 @@ class TfRecordSource final : public FileListSource {
     }
   }
 
-  std::vector<std::string> classes() const override { return class_names_.Complete(); }
+  std::vector<std::string> classes() const override {
+    std::lock_guard lock(class_names_mutex_);
+    return class_names_.Complete();
+  }
   SourceFormat format() const override { return SourceFormat::kTfRecord; }
+
+  bool DeferChecks() override {
+    defer_checks_ = true;
+    return true;
+  }
+
+  // A deferred record holds its frame's data and data CRC, and its key the fallback key.
+  void FinishRecord(SourceRecord& record) const override {
+    if (!record.status.ok()) return;
+    const std::span<const std::byte> frame(record.bytes);
+    const std::span<const std::byte> data = frame.first(frame.size() - kFrameFooterSize);
+    if (MaskCrc32c(Crc32c(data)) != LoadLE<std::uint32_t>(data.data() + data.size())) {
+      record.status = Status::Corruption("data CRC mismatch (the record's bytes are damaged)");
+      return;
+    }
+    // One message a thread, reused: parsing into it keeps the allocations of the last record.
+    thread_local tensorflow::Example example;
+    std::string fallback_key = std::move(record.key);
+    record.status = ParseExample(data, std::move(fallback_key), example, record);
+  }
 
  private:
   void EndFile() {
@@ -102,30 +126,41 @@ class TfRecordSource final : public FileListSource {
                                     std::to_string(kFrameHeaderSize + length + kFrameFooterSize) +
                                     " bytes, got " + std::to_string(left) + ")"));
     }
-    buffer_.resize(static_cast<std::size_t>(length) + kFrameFooterSize);
-    if (Status read = in_.file->ReadExact(in_.position + kFrameHeaderSize, buffer_); !read.ok()) {
+    // Deferred, the frame goes out as read: the checks and the parse run in FinishRecord.
+    std::vector<std::byte>& frame = defer_checks_ ? record.bytes : buffer_;
+    frame.resize(static_cast<std::size_t>(length) + kFrameFooterSize);
+    if (Status read = in_.file->ReadExact(in_.position + kFrameHeaderSize, frame); !read.ok()) {
+      record.bytes.clear();
       return FailFile(record, read);
     }
     in_.position += kFrameHeaderSize + length + kFrameFooterSize;
-    const std::uint64_t number = in_.number++;
+    char number[32];
+    std::snprintf(number, sizeof number, "/%09llu.", static_cast<unsigned long long>(in_.number++));
+    std::string fallback_key = file.filename().string() + number;
+    if (defer_checks_) {
+      record.key = std::move(fallback_key);
+      return;
+    }
     const std::span<const std::byte> data(buffer_.data(), static_cast<std::size_t>(length));
     if (MaskCrc32c(Crc32c(data)) != LoadLE<std::uint32_t>(buffer_.data() + length)) {
       record.status = Status::Corruption("data CRC mismatch (the record's bytes are damaged)");
       return;
     }
-    record.status = ParseExample(data, file, number, record);
+    record.status = ParseExample(data, std::move(fallback_key), example_, record);
   }
 
-  Status ParseExample(std::span<const std::byte> data, const fs::path& file, std::uint64_t number,
-                      SourceRecord& record) {
-    example_.Clear();
+  // `fallback_key` ("FILE/NUMBER.", the extension sniffed from the image added) keys a record
+  // without a filename feature.
+  Status ParseExample(std::span<const std::byte> data, std::string fallback_key,
+                      tensorflow::Example& example, SourceRecord& record) const {
+    example.Clear();
     if (data.size() > INT32_MAX ||
-        !example_.ParseFromArray(data.data(), static_cast<int>(data.size()))) {
+        !example.ParseFromArray(data.data(), static_cast<int>(data.size()))) {
       return Status::InvalidInput("the record is not a tf.Example protobuf");
     }
     std::string name;
     const tensorflow::Feature* image =
-        FindFeature(example_, options_.image_field,
+        FindFeature(example, options_.image_field,
                     {"image/encoded", "image", "image_raw", "jpeg", "jpg", "png"}, &name);
     if (image == nullptr || !image->has_bytes_list() || image->bytes_list().value_size() != 1) {
       return Status::InvalidInput("no image: feature " +
@@ -136,7 +171,7 @@ class TfRecordSource final : public FileListSource {
     }
     const std::string& bytes = image->bytes_list().value(0);
     const tensorflow::Feature* label = FindFeature(
-        example_, options_.label_field, {"image/class/label", "label", "class", "target"}, &name);
+        example, options_.label_field, {"image/class/label", "label", "class", "target"}, &name);
     if (label != nullptr) {
       if (!label->has_int64_list() || label->int64_list().value_size() < 1 ||
           label->int64_list().value(0) < 0 || label->int64_list().value(0) > INT64_C(0xffffffff)) {
@@ -148,20 +183,19 @@ class TfRecordSource final : public FileListSource {
       return Status::InvalidInput("no feature " + options_.label_field);
     }
     const tensorflow::Feature* key = FindFeature(
-        example_, options_.key_field, {"image/filename", "filename", "image/key", "key"}, &name);
+        example, options_.key_field, {"image/filename", "filename", "image/key", "key"}, &name);
     if (key != nullptr && key->has_bytes_list() && key->bytes_list().value_size() == 1 &&
         !key->bytes_list().value(0).empty()) {
       record.key = key->bytes_list().value(0);
     } else {
-      char suffix[32];
-      std::snprintf(suffix, sizeof suffix, "/%09llu.", static_cast<unsigned long long>(number));
-      record.key =
-          file.filename().string() + suffix + std::string(SniffImageExtension(AsBytes(bytes)));
+      record.key = std::move(fallback_key);
+      record.key += SniffImageExtension(AsBytes(bytes));
     }
     std::string text_name;
     const tensorflow::Feature* text =
-        FindFeature(example_, "", {"image/class/text", "image/class/synset"}, &text_name);
+        FindFeature(example, "", {"image/class/text", "image/class/synset"}, &text_name);
     if (text != nullptr && text->has_bytes_list() && text->bytes_list().value_size() == 1) {
+      std::lock_guard lock(class_names_mutex_);
       class_names_.Note(record.label, text->bytes_list().value(0));
     }
     const auto view = AsBytes(bytes);
@@ -174,7 +208,10 @@ class TfRecordSource final : public FileListSource {
   SequentialFile in_;
   std::vector<std::byte> buffer_;
   tensorflow::Example example_;
-  ClassNameCollector class_names_;
+  bool defer_checks_ = false;
+  // Noted by FinishRecord on any thread.
+  mutable std::mutex class_names_mutex_;
+  mutable ClassNameCollector class_names_;
 };
 
 }  // namespace

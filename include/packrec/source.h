@@ -76,6 +76,13 @@ class RecordSource {
   virtual const std::vector<std::filesystem::path>& files() const = 0;
   // Records in the source when the format says so up front (index files, MDS, LMDB); else 0.
   virtual std::uint64_t size_hint() const { return 0; }
+  // A record's own checks and parsing (TFRecord's data CRC32C and tf.Example) need nothing from
+  // the records before it, so a caller with threads to spare may take them off the thread that
+  // calls Next: once DeferChecks() has returned true, Next hands out records only framed, and
+  // FinishRecord (thread-safe, any number at once) must run on each before it is used. False,
+  // the default, for sources with nothing worth deferring; Next then does everything.
+  virtual bool DeferChecks() { return false; }
+  virtual void FinishRecord(SourceRecord& /*record*/) const {}
 };
 
 // The files a spec names: a path, a glob (`train-*.tar`), or brace notation

@@ -10,8 +10,12 @@
 #include <algorithm>
 #include <cassert>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <utility>
 
 namespace packrec {
 namespace {
@@ -79,38 +83,100 @@ Result<std::unique_ptr<WritableFile>> WritableFile::OpenAt(const std::filesystem
   return std::unique_ptr<WritableFile>(new WritableFile(path, fd));
 }
 
+// The write-behind thread and what it shares with the owner. One buffer at a time is in flight:
+// the owner fills `buffer_` while the thread writes `in_flight`, then they swap.
+struct WritableFile::WriteBehind {
+  std::mutex mutex;
+  std::condition_variable work_ready;
+  std::condition_variable work_done;
+  std::vector<std::byte> in_flight = std::vector<std::byte>(kWriteBufferBytes);
+  std::size_t in_flight_size = 0;
+  bool busy = false;  // in_flight holds bytes not yet written
+  bool stop = false;
+  Status error;  // the first failed write; every later call returns it
+  std::thread thread;
+};
+
 WritableFile::WritableFile(std::filesystem::path path, int fd)
     : path_(std::move(path)), fd_(fd), buffer_(kWriteBufferBytes) {}
 
 WritableFile::~WritableFile() {
+  StopWriteBehind();
   if (fd_ >= 0) ::close(fd_);
 }
 
-Status WritableFile::FlushBuffer() {
-  if (buffered_ == 0) return Status::OK();
-  const int error = WriteAll(fd_, buffer_.data(), buffered_);
-  buffered_ = 0;
+void WritableFile::EnableWriteBehind() {
+  assert(size_ == 0 && behind_ == nullptr);
+  behind_ = std::make_unique<WriteBehind>();
+  behind_->thread = std::thread([this, &behind = *behind_] {
+    std::unique_lock lock(behind.mutex);
+    while (true) {
+      behind.work_ready.wait(lock, [&] { return behind.busy || behind.stop; });
+      if (!behind.busy) return;
+      lock.unlock();
+      Status status = WriteOut({behind.in_flight.data(), behind.in_flight_size});
+      lock.lock();
+      if (!status.ok() && behind.error.ok()) behind.error = std::move(status);
+      behind.busy = false;
+      behind.work_done.notify_one();
+    }
+  });
+}
+
+void WritableFile::StopWriteBehind() {
+  if (behind_ == nullptr || !behind_->thread.joinable()) return;
+  {
+    std::lock_guard lock(behind_->mutex);
+    behind_->stop = true;
+  }
+  behind_->work_ready.notify_one();
+  behind_->thread.join();
+}
+
+Status WritableFile::WriteOut(std::span<const std::byte> bytes) {
+  if (checksum_ != nullptr) checksum_->Update(bytes);
+  const int error = WriteAll(fd_, bytes.data(), bytes.size());
   if (error != 0) return ErrnoStatus("write", path_, error);
+  return Status::OK();
+}
+
+Status WritableFile::Drain() {
+  if (behind_ == nullptr) return Status::OK();
+  std::unique_lock lock(behind_->mutex);
+  behind_->work_done.wait(lock, [&] { return !behind_->busy; });
+  return behind_->error;
+}
+
+Status WritableFile::FlushBuffer() {
+  if (buffered_ == 0) return Drain();
+  const std::size_t size = std::exchange(buffered_, 0);
+  if (behind_ == nullptr) return WriteOut({buffer_.data(), size});
+  std::unique_lock lock(behind_->mutex);
+  behind_->work_done.wait(lock, [&] { return !behind_->busy; });
+  if (!behind_->error.ok()) return behind_->error;
+  std::swap(buffer_, behind_->in_flight);
+  behind_->in_flight_size = size;
+  behind_->busy = true;
+  behind_->work_ready.notify_one();
   return Status::OK();
 }
 
 void WritableFile::EnableChecksum() { checksum_ = std::make_unique<Xxh64Stream>(); }
 
 std::uint64_t WritableFile::checksum() const {
-  assert(checksum_ != nullptr);
+  assert(checksum_ != nullptr && buffered_ == 0 && (behind_ == nullptr || !behind_->busy));
   return checksum_->Digest();
 }
 
 Status WritableFile::Append(std::span<const std::byte> bytes) {
   if (fd_ < 0) return Status::Internal("append to closed file " + path_.string());
-  if (checksum_ != nullptr) checksum_->Update(bytes);
   size_ += bytes.size();
   if (buffered_ + bytes.size() > buffer_.size()) {
     PACKREC_RETURN_IF_ERROR(FlushBuffer());
     if (bytes.size() >= buffer_.size()) {
-      const int error = WriteAll(fd_, bytes.data(), bytes.size());
-      if (error != 0) return ErrnoStatus("write", path_, error);
-      return Status::OK();
+      // Too big to buffer: written from the caller's memory, once the thread has caught up.
+      PACKREC_RETURN_IF_ERROR(Drain());
+      return WriteOut(bytes);
     }
   }
   std::memcpy(buffer_.data() + buffered_, bytes.data(), bytes.size());
@@ -130,6 +196,7 @@ Status WritableFile::AppendZeros(std::size_t count) {
 
 Status WritableFile::Sync() {
   PACKREC_RETURN_IF_ERROR(FlushBuffer());
+  PACKREC_RETURN_IF_ERROR(Drain());
   if (::fsync(fd_) != 0) return ErrnoStatus("fsync", path_, errno);
   return Status::OK();
 }
@@ -137,6 +204,8 @@ Status WritableFile::Sync() {
 Status WritableFile::Close() {
   if (fd_ < 0) return Status::OK();
   Status status = FlushBuffer();
+  if (status.ok()) status = Drain();
+  StopWriteBehind();
   if (::close(fd_) != 0 && status.ok()) status = ErrnoStatus("close", path_, errno);
   fd_ = -1;
   return status;

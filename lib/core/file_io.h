@@ -55,7 +55,13 @@ class WritableFile {
   Status AppendZeros(std::size_t count);
   // Keeps an xxHash64 of everything appended from now on.
   void EnableChecksum();
-  // REQUIRES: EnableChecksum() was called before the first Append.
+  // Hands each full buffer to a thread of this file's own, which hashes and writes it while the
+  // caller fills the next one: the kernel's copy and the checksum leave the caller's thread (an
+  // import's writer spent over half its time in them). A failed write is returned by a later
+  // Append, Sync or Close, all naming the path. Call before the first Append.
+  void EnableWriteBehind();
+  // REQUIRES: EnableChecksum() was called before the first Append; Sync() or Close() since the
+  // last Append.
   std::uint64_t checksum() const;
   // Flushes the buffer and fsyncs.
   Status Sync();
@@ -64,8 +70,16 @@ class WritableFile {
   const std::filesystem::path& path() const { return path_; }
 
  private:
+  struct WriteBehind;
+
   WritableFile(std::filesystem::path path, int fd);
   Status FlushBuffer();
+  // Hashes and writes `bytes`: on the write-behind thread, or on the caller's when there is none
+  // or it is idle.
+  Status WriteOut(std::span<const std::byte> bytes);
+  // Waits for the write-behind thread to finish what it was handed; its first error.
+  Status Drain();
+  void StopWriteBehind();
 
   std::filesystem::path path_;
   int fd_;
@@ -73,6 +87,7 @@ class WritableFile {
   std::size_t buffered_ = 0;
   std::uint64_t size_ = 0;
   std::unique_ptr<Xxh64Stream> checksum_;
+  std::unique_ptr<WriteBehind> behind_;  // null unless EnableWriteBehind()
 };
 
 // A file read with pread: positioned reads from any thread, no mapping to fault in.

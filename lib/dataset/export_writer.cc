@@ -37,6 +37,7 @@ Result<std::unique_ptr<ExportFile>> ExportFile::Create(const fs::path& dir, std:
   fs::remove(dir / (name + ".tmp"), ignored);
   PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file,
                            WritableFile::Create(dir / (name + ".tmp")));
+  file->EnableWriteBehind();
   return std::unique_ptr<ExportFile>(new ExportFile(dir, std::move(name), std::move(file)));
 }
 

@@ -727,10 +727,10 @@ struct PumpedRecord {
 
 // Feeds the writing thread a container source's records in source order, in bounded memory, with
 // the work split three ways so no one thread caps the import:
-// - one reading thread runs the source (the I/O and the format's own framing and checks, which
-//   must go in order);
+// - one reading thread runs the source (the I/O and the format's own framing, which must go in
+//   order; the checks too, unless the source can leave them to the workers: DeferChecks);
 // - `workers` threads prepare the records it has read, each taking the oldest not yet taken: the
-//   probe (a pass over every JPEG's entropy-coded bytes), a transcode when asked, and the record's
+//   source's deferred checks, the probe (a pass over every JPEG's entropy-coded bytes), a transcode when asked, and the record's
 //   checksum, while the bytes are in that thread's cache;
 // - the writing thread (the caller of Take) has the writes and the whole-file hash.
 // With one thread reading and preparing, the reader was the slower side and the writer waited on
@@ -744,7 +744,10 @@ struct PumpedRecord {
 class SourcePump {
  public:
   SourcePump(RecordSource& source, const ConvertOptions& options, unsigned workers)
-      : source_(source), options_(options), prefetcher_(source.files()) {
+      : source_(source),
+        options_(options),
+        deferred_checks_(source.DeferChecks()),
+        prefetcher_(source.files()) {
     for (unsigned i = 0; i < workers; ++i) workers_.emplace_back([this] { Prepare(); });
     reader_ = std::thread([this] { Read(); });
   }
@@ -860,6 +863,7 @@ class SourcePump {
       const std::uint64_t index_if_no_more_rejects = sequence - rejects_;
       lock.unlock();
 
+      if (deferred_checks_) source_.FinishRecord(pumped.record);
       pumped.prepared = pumped.record.status.ok() ? PrepareSourceRecord(pumped.record, options_)
                                                   : Prepared{{}, {}, pumped.record.status, 0};
       const Prepared& prepared = pumped.prepared;
@@ -886,6 +890,7 @@ class SourcePump {
 
   RecordSource& source_;
   const ConvertOptions& options_;
+  const bool deferred_checks_;  // the workers finish each record (RecordSource::DeferChecks)
   FilePrefetcher prefetcher_;
   std::mutex mutex_;
   std::condition_variable ready_;  // the writer waits here for its next record

@@ -231,6 +231,65 @@ TEST_CASE("a TFRecord cut every 97 bytes through its last frame: the records bef
   CHECK(cuts > 5);
 }
 
+// The import's workers run a TFRecord's CRC check and tf.Example parse (DeferChecks): what they
+// finish must be what Next alone hands out, damage included.
+TEST_CASE("a TFRecord read with its checks deferred gives the records Next alone gives") {
+  test::TempDir dir;
+  test::SynthTree(dir / "tree", 3, 4);
+  ConvertOptions out;
+  out.source = dir / "tree";
+  out.output = dir / "tf";
+  out.writer.format = "tfrecord";
+  REQUIRE(Convert(out).ok());
+  const fs::path file = dir / "tf" / "shard-000000.tfrecord";
+  std::vector<std::byte> bytes = test::ReadBytes(file);
+  std::ifstream index(dir / "tf" / "shard-000000.idx");
+  std::vector<std::uint64_t> offsets;
+  for (std::uint64_t offset = 0, size = 0; index >> offset >> size;) offsets.push_back(offset);
+  REQUIRE(offsets.size() == 12);
+  bytes[offsets[5] + 12 + 40] ^= std::byte{1};  // inside record 5's data: its data CRC fails
+  test::WriteBytes(dir / "damaged.tfrecord", bytes);
+
+  const auto read_all = [&](bool defer) {
+    Result<std::unique_ptr<RecordSource>> source =
+        OpenRecordSource((dir / "damaged.tfrecord").string(), SourceFormat::kTfRecord, {});
+    REQUIRE(source.ok());
+    CHECK((*source)->DeferChecks() == true);
+    if (!defer) {  // a fresh source, never asked to defer
+      source = OpenRecordSource((dir / "damaged.tfrecord").string(), SourceFormat::kTfRecord, {});
+      REQUIRE(source.ok());
+    }
+    std::vector<SourceRecord> records;
+    SourceRecord record;
+    for (;;) {
+      Result<bool> more = (*source)->Next(record);
+      REQUIRE(more.ok());
+      if (!*more) break;
+      if (defer) (*source)->FinishRecord(record);
+      records.push_back(std::move(record));
+    }
+    return std::pair{std::move(records), (*source)->classes()};
+  };
+  const auto [direct, direct_classes] = read_all(false);
+  const auto [deferred, deferred_classes] = read_all(true);
+  REQUIRE(direct.size() == 12);
+  REQUIRE(deferred.size() == direct.size());
+  for (std::size_t i = 0; i < direct.size(); ++i) {
+    CAPTURE(i);
+    CHECK(deferred[i].status.code() == direct[i].status.code());
+    CHECK(deferred[i].status.message() == direct[i].status.message());
+    CHECK(deferred[i].origin == direct[i].origin);
+    CHECK(direct[i].status.ok() == (i != 5));
+    if (!direct[i].status.ok()) continue;
+    CHECK(deferred[i].key == direct[i].key);
+    CHECK(deferred[i].label == direct[i].label);
+    CHECK(deferred[i].bytes == direct[i].bytes);
+  }
+  CHECK(direct[5].status.message().find("data CRC") != std::string::npos);
+  CHECK(direct_classes.size() == 3);
+  CHECK(deferred_classes == direct_classes);
+}
+
 }  // namespace
 }  // namespace packrec
 
