@@ -730,9 +730,10 @@ struct PumpedRecord {
 // - one reading thread runs the source (the I/O and the format's own framing, which must go in
 //   order; the checks too, unless the source can leave them to the workers: DeferChecks);
 // - `workers` threads prepare the records it has read, each taking the oldest not yet taken: the
-//   source's deferred checks, the probe (a pass over every JPEG's entropy-coded bytes), a transcode when asked, and the record's
-//   checksum, while the bytes are in that thread's cache;
-// - the writing thread (the caller of Take) has the writes and the whole-file hash.
+//   source's deferred checks, the probe (a pass over every JPEG's entropy-coded bytes), a
+//   transcode when asked, and the record's checksum, while the bytes are in that thread's cache;
+// - the writing thread (the caller of Take) lays the records out; each output file hashes and
+//   writes its buffers on a thread of its own (WritableFile::EnableWriteBehind).
 // With one thread reading and preparing, the reader was the slower side and the writer waited on
 // it (docs/benchmarks.md, import).
 //
