@@ -6,6 +6,10 @@
 # import_bench.sh makes them (IMAGES synthetic images as wds, tfrecord, recordio and a Caffe LMDB);
 # outputs in OUT_TMP (default /dev/shm). Extra arguments go to every `packrec convert`, e.g.
 # `--resize-short 64 --quality 85` for an import that re-encodes.
+# With PERF=1 it also runs each binary once per source under `perf record` and prints the CPU
+# seconds of every thread (named: packrec-read, -prep, -wbehind, -fetch; the main thread lays
+# out the output) and the source MB/s its busiest thread would allow alone: on a machine with
+# cores to spare, the import's ceiling, which a 2-core VM cannot show by timing.
 # Usage: benchmarks/import_ab.sh OLD_PACKREC NEW_PACKREC [IMAGES] [RUNS] [-- CONVERT_FLAGS...]
 set -euo pipefail
 old=$1 new=$2
@@ -29,6 +33,19 @@ import os, sys
 for path in sys.argv[1:]:
     fd = os.open(path, os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)
 ' "$@"
+}
+# CPU seconds per thread of one import (perf samples at 4 kHz) and the busiest thread's ceiling.
+threads() {
+  local binary=$1 source=$2
+  shift 2
+  rm -rf "$out/p"
+  perf record -q -o "$work/perf.data" -F 4000 "$binary" convert "$work/$source" "$out/p" -q "$@" \
+    >/dev/null 2>&1
+  perf report -i "$work/perf.data" --no-children -g none --sort pid --stdio -n 2>/dev/null |
+    awk -v mb="$(du -sm --apparent-size "$work/$source" | cut -f1)" '/^ +[0-9]/ {
+      sub(/^[0-9]+:/, "", $3); s = $2 / 4000; if (s > max) max = s; total += s
+      line = line sprintf(" %s %.3f", $3, s) }
+      END { printf "cpu s:%s; total %.3f, busiest %.3f -> %.0f MB/s\n", line, total, max, mb / max }'
 }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 mode=warm
@@ -65,4 +82,8 @@ for source in wds tfrecord recordio caffe; do
       "$(echo "$c / $n" | bc -l)"
   fi
   echo
+  if [[ ${PERF:-0} == 1 ]]; then
+    echo "  old $(threads "$old" "$source" "${from[@]}" "$@")"
+    echo "  new $(threads "$new" "$source" "${from[@]}" "$@")"
+  fi
 done

@@ -1,6 +1,7 @@
 #include "core/file_io.h"
 
 #include "core/checksum.h"
+#include "core/thread_name.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -109,12 +110,13 @@ void WritableFile::EnableWriteBehind() {
   assert(size_ == 0 && behind_ == nullptr);
   behind_ = std::make_unique<WriteBehind>();
   behind_->thread = std::thread([this, &behind = *behind_] {
+    NameThisThread("packrec-wbehind");
     std::unique_lock lock(behind.mutex);
     while (true) {
       behind.work_ready.wait(lock, [&] { return behind.busy || behind.stop; });
       if (!behind.busy) return;
       lock.unlock();
-      Status status = WriteOut({behind.in_flight.data(), behind.in_flight_size});
+      Status status = WriteOnly({behind.in_flight.data(), behind.in_flight_size});
       lock.lock();
       if (!status.ok() && behind.error.ok()) behind.error = std::move(status);
       behind.busy = false;
@@ -133,8 +135,12 @@ void WritableFile::StopWriteBehind() {
   behind_->thread.join();
 }
 
-Status WritableFile::WriteOut(std::span<const std::byte> bytes) {
+Status WritableFile::HashAndWrite(std::span<const std::byte> bytes) {
   if (checksum_ != nullptr) checksum_->Update(bytes);
+  return WriteOnly(bytes);
+}
+
+Status WritableFile::WriteOnly(std::span<const std::byte> bytes) {
   const int error = WriteAll(fd_, bytes.data(), bytes.size());
   if (error != 0) return ErrnoStatus("write", path_, error);
   return Status::OK();
@@ -150,7 +156,10 @@ Status WritableFile::Drain() {
 Status WritableFile::FlushBuffer() {
   if (buffered_ == 0) return Drain();
   const std::size_t size = std::exchange(buffered_, 0);
-  if (behind_ == nullptr) return WriteOut({buffer_.data(), size});
+  if (behind_ == nullptr) return HashAndWrite({buffer_.data(), size});
+  // Hashed here, where the bytes were just copied and are still in cache; hashing on the other
+  // thread made it the import's busiest (docs/benchmarks.md).
+  if (checksum_ != nullptr) checksum_->Update({buffer_.data(), size});
   std::unique_lock lock(behind_->mutex);
   behind_->work_done.wait(lock, [&] { return !behind_->busy; });
   if (!behind_->error.ok()) return behind_->error;
@@ -176,7 +185,7 @@ Status WritableFile::Append(std::span<const std::byte> bytes) {
     if (bytes.size() >= buffer_.size()) {
       // Too big to buffer: written from the caller's memory, once the thread has caught up.
       PACKREC_RETURN_IF_ERROR(Drain());
-      return WriteOut(bytes);
+      return HashAndWrite(bytes);
     }
   }
   std::memcpy(buffer_.data() + buffered_, bytes.data(), bytes.size());

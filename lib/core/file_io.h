@@ -55,10 +55,10 @@ class WritableFile {
   Status AppendZeros(std::size_t count);
   // Keeps an xxHash64 of everything appended from now on.
   void EnableChecksum();
-  // Hands each full buffer to a thread of this file's own, which hashes and writes it while the
-  // caller fills the next one: the kernel's copy and the checksum leave the caller's thread (an
-  // import's writer spent over half its time in them). A failed write is returned by a later
-  // Append, Sync or Close, all naming the path. Call before the first Append.
+  // Hands each full buffer to a thread of this file's own, which writes it while the caller
+  // fills the next one: the kernel's copy (page allocation included) leaves the caller's thread,
+  // an import's busiest before. A failed write is returned by a later Append, Sync or Close,
+  // naming the path. Call before the first Append.
   void EnableWriteBehind();
   // REQUIRES: EnableChecksum() was called before the first Append; Sync() or Close() since the
   // last Append.
@@ -74,9 +74,9 @@ class WritableFile {
 
   WritableFile(std::filesystem::path path, int fd);
   Status FlushBuffer();
-  // Hashes and writes `bytes`: on the write-behind thread, or on the caller's when there is none
-  // or it is idle.
-  Status WriteOut(std::span<const std::byte> bytes);
+  Status HashAndWrite(std::span<const std::byte> bytes);
+  // The write-behind thread's part; the checksum stays on the caller's thread.
+  Status WriteOnly(std::span<const std::byte> bytes);
   // Waits for the write-behind thread to finish what it was handed; its first error.
   Status Drain();
   void StopWriteBehind();

@@ -20,6 +20,7 @@
 #include "core/endian.h"
 #include "core/file_io.h"
 #include "core/output_dir.h"
+#include "core/thread_name.h"
 #include "dataset/payload.h"
 #include "ingest/listing_hash.h"
 #include "packrec/image.h"
@@ -238,7 +239,12 @@ class OrderedPrefetch {
         ring_(window_),
         next_claim_(first),
         next_take_(first) {
-    for (unsigned t = 0; t < threads; ++t) workers_.emplace_back([this] { Work(); });
+    for (unsigned t = 0; t < threads; ++t) {
+      workers_.emplace_back([this] {
+        NameThisThread("packrec-list");
+        Work();
+      });
+    }
   }
 
   ~OrderedPrefetch() {
@@ -691,6 +697,7 @@ class FilePrefetcher {
   static constexpr std::uint64_t kAhead = 128ull << 20;
 
   void Run() {
+    NameThisThread("packrec-fetch");
     std::uint64_t requested = 0;  // bytes of the files, in order, asked for so far
     for (const fs::path& path : files_) {
       Result<std::unique_ptr<RandomAccessFile>> file = RandomAccessFile::Open(path);
@@ -749,8 +756,16 @@ class SourcePump {
         options_(options),
         deferred_checks_(source.DeferChecks()),
         prefetcher_(source.files()) {
-    for (unsigned i = 0; i < workers; ++i) workers_.emplace_back([this] { Prepare(); });
-    reader_ = std::thread([this] { Read(); });
+    for (unsigned i = 0; i < workers; ++i) {
+      workers_.emplace_back([this] {
+        NameThisThread("packrec-prep");
+        Prepare();
+      });
+    }
+    reader_ = std::thread([this] {
+      NameThisThread("packrec-read");
+      Read();
+    });
   }
   ~SourcePump() {
     {

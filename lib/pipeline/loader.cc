@@ -17,6 +17,7 @@
 #include <new>
 #include <thread>
 
+#include "core/thread_name.h"
 #include "packrec/loader.h"
 #include "pipeline/cuda_runtime.h"
 
@@ -151,7 +152,12 @@ class LoaderImpl final : public Loader {
     threads_ =
         options_.threads > 0 ? options_.threads : std::max(1u, std::thread::hardware_concurrency());
     BeginEpoch(epoch, first_batch);
-    for (unsigned t = 0; t < threads_; ++t) workers_.emplace_back([this] { Work(); });
+    for (unsigned t = 0; t < threads_; ++t) {
+      workers_.emplace_back([this] {
+        NameThisThread("packrec-load");
+        Work();
+      });
+    }
   }
 
   ~LoaderImpl() override {
