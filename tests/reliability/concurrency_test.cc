@@ -188,51 +188,75 @@ fs::path RecordIoWithUnreadableImages(const fs::path& dir, const std::vector<std
   return dir / "rec";
 }
 
+// A TFRecord export of `dir/tree` with a byte flipped inside each of the records `bad`: their data
+// CRC fails, which the import's workers check (TFRecord leaves it to them: DeferChecks).
+fs::path TfRecordWithDamagedRecords(const fs::path& dir, const std::vector<std::uint64_t>& bad) {
+  ConvertOptions out;
+  out.source = dir / "tree";
+  out.output = dir / "tf";
+  out.writer.format = "tfrecord";
+  REQUIRE(Convert(out).ok());
+  const fs::path file = dir / "tf" / "shard-000000.tfrecord";
+  std::vector<std::byte> bytes = test::ReadBytes(file);
+  std::ifstream index(dir / "tf" / "shard-000000.idx");
+  std::uint64_t number = 0;
+  for (std::uint64_t offset = 0, size = 0; index >> offset >> size; ++number) {
+    if (std::find(bad.begin(), bad.end(), number) == bad.end()) continue;
+    REQUIRE(offset + 12 + 40 < bytes.size());
+    bytes[offset + 12 + 40] ^= std::byte{1};  // past the frame header (12 bytes): the data
+  }
+  test::WriteBytes(file, bytes);
+  return dir / "tf";
+}
+
 TEST_CASE("an import prepared on 8 workers equals the one prepared on 1, rejects and all") {
   test::TempDir dir;
   test::SynthTree(dir / "tree", 3, 40, /*seed=*/4, /*size=*/64);
   // Neighbours, a lone one and the last: each shifts the numbers of the records after it, which
   // the workers guess ahead when they compute checksums.
   const std::vector<std::uint64_t> bad = {5, 6, 61, 119};
-  const fs::path source = RecordIoWithUnreadableImages(dir.path(), bad);
-  std::vector<std::vector<std::string>> results;
-  for (const unsigned threads : {1u, 8u}) {
-    CAPTURE(threads);
-    ConvertOptions in;
-    in.source = source;
-    in.output = dir / ("in-" + std::to_string(threads));
-    in.threads = threads;
-    in.on_error = OnError::kSkip;
-    Result<ConvertStats> stats = Convert(in);
-    REQUIRE_MESSAGE(stats.ok(), stats.status().ToString());
-    CHECK(stats->records_written == 116);
-    REQUIRE(stats->rejects.size() == bad.size());
-    for (std::size_t i = 0; i < bad.size(); ++i) {
-      CHECK(stats->rejects[i].path.find("record " + std::to_string(bad[i]) + " ") !=
-            std::string::npos);
-    }
-    auto reader = OpenDataset(in.output);
-    REQUIRE(reader.ok());
-    ReadScratch scratch;
-    std::vector<std::string> records;
-    for (std::uint64_t i = 0; i < (*reader)->size(); ++i) {
-      auto view = (*reader)->Read(i, scratch);  // checks the stored checksum
-      REQUIRE_MESSAGE(view.ok(), view.status().ToString());
-      records.push_back(std::string(view->key) + " " + std::to_string(view->label) + " " +
-                        Hex64(Xxh64(view->bytes)));
-    }
-    results.push_back(std::move(records));
+  for (const fs::path& source : {RecordIoWithUnreadableImages(dir.path(), bad),
+                                 TfRecordWithDamagedRecords(dir.path(), bad)}) {
+    CAPTURE(source);
+    std::vector<std::vector<std::string>> results;
+    for (const unsigned threads : {1u, 8u}) {
+      CAPTURE(threads);
+      ConvertOptions in;
+      in.source = source;
+      in.output = dir / (source.filename().string() + "-in-" + std::to_string(threads));
+      in.threads = threads;
+      in.on_error = OnError::kSkip;
+      Result<ConvertStats> stats = Convert(in);
+      REQUIRE_MESSAGE(stats.ok(), stats.status().ToString());
+      CHECK(stats->records_written == 116);
+      REQUIRE(stats->rejects.size() == bad.size());
+      for (std::size_t i = 0; i < bad.size(); ++i) {
+        CHECK(stats->rejects[i].path.find("record " + std::to_string(bad[i]) + " ") !=
+              std::string::npos);
+      }
+      auto reader = OpenDataset(in.output);
+      REQUIRE(reader.ok());
+      ReadScratch scratch;
+      std::vector<std::string> records;
+      for (std::uint64_t i = 0; i < (*reader)->size(); ++i) {
+        auto view = (*reader)->Read(i, scratch);  // checks the stored checksum
+        REQUIRE_MESSAGE(view.ok(), view.status().ToString());
+        records.push_back(std::string(view->key) + " " + std::to_string(view->label) + " " +
+                          Hex64(Xxh64(view->bytes)));
+      }
+      results.push_back(std::move(records));
 
-    // Under --on-error fail, the first bad record in source order is the one named, and the
-    // import stops with records still being prepared.
-    in.on_error = OnError::kFail;
-    in.writer.overwrite = true;
-    Result<ConvertStats> failed = Convert(in);
-    REQUIRE_FALSE(failed.ok());
-    CHECK(failed.status().message().find("record 5 ") != std::string::npos);
+      // Under --on-error fail, the first bad record in source order is the one named, and the
+      // import stops with records still being prepared.
+      in.on_error = OnError::kFail;
+      in.writer.overwrite = true;
+      Result<ConvertStats> failed = Convert(in);
+      REQUIRE_FALSE(failed.ok());
+      CHECK(failed.status().message().find("record 5 ") != std::string::npos);
+    }
+    CHECK(results[0].size() == 116);
+    CHECK(results[0] == results[1]);
   }
-  CHECK(results[0].size() == 116);
-  CHECK(results[0] == results[1]);
 }
 
 }  // namespace
