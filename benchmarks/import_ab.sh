@@ -8,7 +8,8 @@
 # `--resize-short 64 --quality 85` for an import that re-encodes.
 # With PERF=1 it also runs each binary once per source under `perf record` and prints the CPU
 # seconds of every thread (named: packrec-read, -prep, -wbehind, -fetch; the main thread lays
-# out the output) and the source MB/s its busiest thread would allow alone: on a machine with
+# out the output; the write-behind threads, one per output file in turn, are summed) and the
+# source MB/s its busiest thread would allow alone: on a machine with
 # cores to spare, the import's ceiling, which a 2-core VM cannot show by timing.
 # Usage: benchmarks/import_ab.sh OLD_PACKREC NEW_PACKREC [IMAGES] [RUNS] [-- CONVERT_FLAGS...]
 set -euo pipefail
@@ -43,9 +44,14 @@ threads() {
     >/dev/null 2>&1
   perf report -i "$work/perf.data" --no-children -g none --sort pid --stdio -n 2>/dev/null |
     awk -v mb="$(du -sm --apparent-size "$work/$source" | cut -f1)" '/^ +[0-9]/ {
-      sub(/^[0-9]+:/, "", $3); s = $2 / 4000; if (s > max) max = s; total += s
+      sub(/^[0-9]+:/, "", $3); s = $2 / 4000; total += s
+      # One write-behind thread per output file, one file after the other: one stage.
+      if ($3 == "packrec-wbehind") { behind += s; next }
+      if (s > max) max = s
       line = line sprintf(" %s %.3f", $3, s) }
-      END { printf "cpu s:%s; total %.3f, busiest %.3f -> %.0f MB/s\n", line, total, max, mb / max }'
+      END { if (behind > 0) line = line sprintf(" packrec-wbehind(all files) %.3f", behind)
+            if (behind > max) max = behind
+            printf "cpu s:%s; total %.3f, busiest %.3f -> %.0f MB/s\n", line, total, max, mb / max }'
 }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 mode=warm
