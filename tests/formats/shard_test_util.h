@@ -4,10 +4,12 @@
 
 #include <doctest/doctest.h>
 
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "packrec/convert.h"
 #include "packrec/image.h"
 #include "packrec/reader.h"
 #include "packrec/synth.h"
@@ -88,6 +90,34 @@ inline void SynthTree(const std::filesystem::path& out, std::uint32_t classes,
   options.mean_height = size * 7 / 8;
   auto stats = WriteSyntheticTree(out, options);
   REQUIRE_MESSAGE(stats.ok(), stats.status().ToString());
+}
+
+// `tree` exported into `out` as one file of `format` ("tfrecord" or "recordio"), and where each
+// of its records starts, from the index written beside it (DALI's "offset size" lines for
+// TFRecord, MXNet's "number offset" for RecordIO).
+struct OneFileExport {
+  std::filesystem::path file;
+  std::vector<std::uint64_t> offsets;
+};
+inline OneFileExport ExportOneFile(const std::filesystem::path& tree,
+                                   const std::filesystem::path& out, const std::string& format) {
+  ConvertOptions options;
+  options.source = tree;
+  options.output = out;
+  options.writer.format = format;
+  auto stats = Convert(options);
+  REQUIRE_MESSAGE(stats.ok(), stats.status().ToString());
+  const std::string extension = format == "recordio" ? ".rec" : ".tfrecord";
+  OneFileExport exported;
+  exported.file = out / ("shard-000000" + extension);
+  REQUIRE(std::filesystem::exists(exported.file));
+  REQUIRE_FALSE(std::filesystem::exists(out / ("shard-000001" + extension)));
+  std::ifstream index(out / "shard-000000.idx");
+  for (std::uint64_t first = 0, second = 0; index >> first >> second;) {
+    exported.offsets.push_back(format == "recordio" ? second : first);
+  }
+  REQUIRE(!exported.offsets.empty());
+  return exported;
 }
 
 inline std::vector<std::byte> Copy(std::span<const std::byte> bytes) {

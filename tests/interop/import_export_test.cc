@@ -2,8 +2,6 @@
 // source specs (globs, braces), detection, round trips through every export format, refusals.
 #include <doctest/doctest.h>
 
-#include <fstream>
-
 #include "core/crc32c.h"
 #include "core/file_io.h"
 #include "formats/shard_test_util.h"
@@ -199,16 +197,9 @@ TEST_CASE("exports refuse what their format cannot carry, and leave nothing behi
 TEST_CASE("a TFRecord cut every 97 bytes through its last frame: the records before it import") {
   test::TempDir dir;
   test::SynthTree(dir / "tree", 1, 3);
-  ConvertOptions out;
-  out.source = dir / "tree";
-  out.output = dir / "tf";
-  out.writer.format = "tfrecord";
-  REQUIRE(Convert(out).ok());
-  const fs::path file = dir / "tf" / "shard-000000.tfrecord";
-  const std::vector<std::byte> whole = test::ReadBytes(file);
-  std::ifstream index(dir / "tf" / "shard-000000.idx");
-  std::uint64_t offset = 0, size = 0, last = 0;
-  while (index >> offset >> size) last = offset;
+  const test::OneFileExport tf = test::ExportOneFile(dir / "tree", dir / "tf", "tfrecord");
+  const std::vector<std::byte> whole = test::ReadBytes(tf.file);
+  const std::uint64_t last = tf.offsets.back();
   int cuts = 0;
   for (std::uint64_t cut = last + 1; cut < whole.size(); cut += 97) {
     test::WriteBytes(dir / "cut.tfrecord",
@@ -236,18 +227,10 @@ TEST_CASE("a TFRecord cut every 97 bytes through its last frame: the records bef
 TEST_CASE("a TFRecord read with its checks deferred gives the records Next alone gives") {
   test::TempDir dir;
   test::SynthTree(dir / "tree", 3, 4);
-  ConvertOptions out;
-  out.source = dir / "tree";
-  out.output = dir / "tf";
-  out.writer.format = "tfrecord";
-  REQUIRE(Convert(out).ok());
-  const fs::path file = dir / "tf" / "shard-000000.tfrecord";
-  std::vector<std::byte> bytes = test::ReadBytes(file);
-  std::ifstream index(dir / "tf" / "shard-000000.idx");
-  std::vector<std::uint64_t> offsets;
-  for (std::uint64_t offset = 0, size = 0; index >> offset >> size;) offsets.push_back(offset);
-  REQUIRE(offsets.size() == 12);
-  bytes[offsets[5] + 12 + 40] ^= std::byte{1};  // inside record 5's data: its data CRC fails
+  const test::OneFileExport tf = test::ExportOneFile(dir / "tree", dir / "tf", "tfrecord");
+  std::vector<std::byte> bytes = test::ReadBytes(tf.file);
+  REQUIRE(tf.offsets.size() == 12);
+  bytes[tf.offsets[5] + 12 + 40] ^= std::byte{1};  // inside record 5's data: its data CRC fails
   test::WriteBytes(dir / "damaged.tfrecord", bytes);
 
   const auto read_all = [&](bool defer) {

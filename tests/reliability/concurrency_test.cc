@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <fstream>
 #include <random>
 #include <thread>
 #include <vector>
@@ -168,44 +167,30 @@ namespace {
 // A RecordIO export of `dir/tree` whose records `bad` carry bytes that are no image: the framing
 // reads them, and preparing them (on the import's workers) rejects them.
 fs::path RecordIoWithUnreadableImages(const fs::path& dir, const std::vector<std::uint64_t>& bad) {
-  ConvertOptions out;
-  out.source = dir / "tree";
-  out.output = dir / "rec";
-  out.writer.format = "recordio";
-  REQUIRE(Convert(out).ok());
-  const fs::path rec = dir / "rec" / "shard-000000.rec";
-  std::vector<std::byte> bytes = test::ReadBytes(rec);
-  std::ifstream index(dir / "rec" / "shard-000000.idx");
-  std::uint64_t number = 0, offset = 0;
-  while (index >> number >> offset) {
-    if (std::find(bad.begin(), bad.end(), number) == bad.end()) continue;
+  const test::OneFileExport rec = test::ExportOneFile(dir / "tree", dir / "rec", "recordio");
+  std::vector<std::byte> bytes = test::ReadBytes(rec.file);
+  for (const std::uint64_t number : bad) {
     // Past the frame header (8 bytes) and im2rec's image header (24): the JPEG's SOI marker.
+    const std::uint64_t offset = rec.offsets.at(number);
     REQUIRE(offset + 34 < bytes.size());
     REQUIRE(bytes[offset + 32] == std::byte{0xFF});
     bytes[offset + 32] = bytes[offset + 33] = std::byte{0};
   }
-  test::WriteBytes(rec, bytes);
+  test::WriteBytes(rec.file, bytes);
   return dir / "rec";
 }
 
 // A TFRecord export of `dir/tree` with a byte flipped inside each of the records `bad`: their data
 // CRC fails, which the import's workers check (TFRecord leaves it to them: DeferChecks).
 fs::path TfRecordWithDamagedRecords(const fs::path& dir, const std::vector<std::uint64_t>& bad) {
-  ConvertOptions out;
-  out.source = dir / "tree";
-  out.output = dir / "tf";
-  out.writer.format = "tfrecord";
-  REQUIRE(Convert(out).ok());
-  const fs::path file = dir / "tf" / "shard-000000.tfrecord";
-  std::vector<std::byte> bytes = test::ReadBytes(file);
-  std::ifstream index(dir / "tf" / "shard-000000.idx");
-  std::uint64_t number = 0;
-  for (std::uint64_t offset = 0, size = 0; index >> offset >> size; ++number) {
-    if (std::find(bad.begin(), bad.end(), number) == bad.end()) continue;
+  const test::OneFileExport tf = test::ExportOneFile(dir / "tree", dir / "tf", "tfrecord");
+  std::vector<std::byte> bytes = test::ReadBytes(tf.file);
+  for (const std::uint64_t number : bad) {
+    const std::uint64_t offset = tf.offsets.at(number);
     REQUIRE(offset + 12 + 40 < bytes.size());
     bytes[offset + 12 + 40] ^= std::byte{1};  // past the frame header (12 bytes): the data
   }
-  test::WriteBytes(file, bytes);
+  test::WriteBytes(tf.file, bytes);
   return dir / "tf";
 }
 
