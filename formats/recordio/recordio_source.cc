@@ -40,7 +40,9 @@ std::unordered_map<std::uint64_t, std::string> ReadKeys(const fs::path& rec) {
 class RecordIoSource final : public FileListSource {
  public:
   RecordIoSource(std::vector<fs::path> files, SourceOptions options)
-      : FileListSource(std::move(files)), options_(std::move(options)) {}
+      : FileListSource(std::move(files)), options_(std::move(options)) {
+    if (!options_.read_ahead) in_.read_ahead.Disable();
+  }
 
   Result<bool> Next(SourceRecord& record) override {
     for (;;) {

@@ -44,7 +44,9 @@ const tensorflow::Feature* FindFeature(const tensorflow::Example& example,
 class TfRecordSource final : public FileListSource {
  public:
   TfRecordSource(std::vector<fs::path> files, SourceOptions options)
-      : FileListSource(std::move(files)), options_(std::move(options)) {}
+      : FileListSource(std::move(files)), options_(std::move(options)) {
+    if (!options_.read_ahead) in_.read_ahead.Disable();
+  }
 
   Result<bool> Next(SourceRecord& record) override {
     for (;;) {

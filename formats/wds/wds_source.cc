@@ -60,7 +60,9 @@ std::string_view AsText(const std::vector<std::byte>& bytes) {
 class WdsSource final : public FileListSource {
  public:
   WdsSource(std::vector<fs::path> files, SourceOptions options)
-      : FileListSource(std::move(files)), options_(std::move(options)) {}
+      : FileListSource(std::move(files)), options_(std::move(options)) {
+    if (!options_.read_ahead) read_ahead_.Disable();
+  }
   ~WdsSource() override { CloseArchive(); }
 
   Result<bool> Next(SourceRecord& record) override {

@@ -46,6 +46,11 @@ struct SourceOptions {
   std::string label_field;
   std::string key_field;
   RawPixels raw_pixels = RawPixels::kPng;
+  // The source asks the kernel to read its files ahead of where it reads (POSIX_FADV_WILLNEED,
+  // 32 MiB at a time). Imports turn it off: their own prefetch thread reads further ahead, and
+  // the same requests made again on the reading thread cost it time (docs/benchmarks.md).
+  // Caffe LMDBs keep theirs: their pages need not lie in file order, as that thread assumes.
+  bool read_ahead = true;
 };
 
 // One record of a source. A record the source could not read (bad CRC, truncated member, a

@@ -945,9 +945,10 @@ Result<ConvertStats> ConvertStream(const ConvertOptions& options, SourceFormat f
     return Status::InvalidArgument("--part needs the whole listing up front; a " + name +
                                    " source streams (split its files between tasks instead)");
   }
-  PACKREC_ASSIGN_OR_RETURN(
-      std::unique_ptr<RecordSource> source,
-      OpenRecordSource(options.source.string(), format, options.source_options));
+  SourceOptions source_options = options.source_options;
+  source_options.read_ahead = false;  // the pump's FilePrefetcher reads further ahead
+  PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<RecordSource> source,
+                           OpenRecordSource(options.source.string(), format, source_options));
   WriterOptions writer_options = options.writer;
   writer_options.classes = source->classes();
   PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<DatasetWriter> writer,

@@ -51,9 +51,12 @@ class ClassNameCollector {
 class ReadAhead {
  public:
   static constexpr std::uint64_t kWindow = 32ull << 20;
+  // Off for good (SourceOptions::read_ahead): At does nothing.
+  void Disable() { enabled_ = false; }
   void Reset() { requested_end_ = 0; }
   template <typename File>
   void At(const File& file, std::uint64_t position, std::uint64_t size) {
+    if (!enabled_) return;
     if (position + kWindow / 2 < requested_end_ || requested_end_ >= size) return;
     const std::uint64_t from = std::max(position, requested_end_);
     requested_end_ = std::min(size, position + kWindow);
@@ -62,6 +65,7 @@ class ReadAhead {
 
  private:
   std::uint64_t requested_end_ = 0;
+  bool enabled_ = true;
 };
 
 // One file of a source read front to back with pread, the kernel kept reading ahead.
