@@ -86,8 +86,7 @@ class TfRecordSource final : public FileListSource {
     }
     // One message a thread, reused: parsing into it keeps the allocations of the last record.
     thread_local tensorflow::Example example;
-    std::string fallback_key = std::move(record.key);
-    record.status = ParseExample(data, std::move(fallback_key), example, record);
+    record.status = ParseExample(data, std::move(record.key), example, record);
   }
 
  private:

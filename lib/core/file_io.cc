@@ -135,11 +135,6 @@ void WritableFile::StopWriteBehind() {
   behind_->thread.join();
 }
 
-Status WritableFile::HashAndWrite(std::span<const std::byte> bytes) {
-  if (checksum_ != nullptr) checksum_->Update(bytes);
-  return WriteOnly(bytes);
-}
-
 Status WritableFile::WriteOnly(std::span<const std::byte> bytes) {
   const int error = WriteAll(fd_, bytes.data(), bytes.size());
   if (error != 0) return ErrnoStatus("write", path_, error);
@@ -154,17 +149,17 @@ Status WritableFile::Drain() {
 }
 
 Status WritableFile::FlushBuffer() {
-  if (buffered_ == 0) return Drain();
-  const std::size_t size = std::exchange(buffered_, 0);
-  if (behind_ == nullptr) return HashAndWrite({buffer_.data(), size});
-  // Hashed here, where the bytes were just copied and are still in cache; hashing on the other
-  // thread made it the import's busiest (docs/benchmarks.md).
-  if (checksum_ != nullptr) checksum_->Update({buffer_.data(), size});
-  std::unique_lock lock(behind_->mutex);
-  behind_->work_done.wait(lock, [&] { return !behind_->busy; });
-  if (!behind_->error.ok()) return behind_->error;
+  if (buffered_ == 0) return Status::OK();
+  const std::span<const std::byte> bytes(buffer_.data(), std::exchange(buffered_, 0));
+  // Hashed on this thread, where the bytes were just copied and are still in cache; hashing on
+  // the write-behind thread made that the import's busiest (docs/benchmarks.md).
+  if (checksum_ != nullptr) checksum_->Update(bytes);
+  if (behind_ == nullptr) return WriteOnly(bytes);
+  // Only this thread hands out work, so once drained the thread stays idle until the swap.
+  PACKREC_RETURN_IF_ERROR(Drain());
+  std::lock_guard lock(behind_->mutex);
   std::swap(buffer_, behind_->in_flight);
-  behind_->in_flight_size = size;
+  behind_->in_flight_size = bytes.size();
   behind_->busy = true;
   behind_->work_ready.notify_one();
   return Status::OK();
@@ -185,7 +180,8 @@ Status WritableFile::Append(std::span<const std::byte> bytes) {
     if (bytes.size() >= buffer_.size()) {
       // Too big to buffer: written from the caller's memory, once the thread has caught up.
       PACKREC_RETURN_IF_ERROR(Drain());
-      return HashAndWrite(bytes);
+      if (checksum_ != nullptr) checksum_->Update(bytes);
+      return WriteOnly(bytes);
     }
   }
   std::memcpy(buffer_.data() + buffered_, bytes.data(), bytes.size());

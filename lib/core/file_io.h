@@ -74,8 +74,8 @@ class WritableFile {
 
   WritableFile(std::filesystem::path path, int fd);
   Status FlushBuffer();
-  Status HashAndWrite(std::span<const std::byte> bytes);
-  // The write-behind thread's part; the checksum stays on the caller's thread.
+  // Writes `bytes` at the end of the file: on the write-behind thread when there is one (the
+  // checksum stays on the caller's thread).
   Status WriteOnly(std::span<const std::byte> bytes);
   // Waits for the write-behind thread to finish what it was handed; its first error.
   Status Drain();

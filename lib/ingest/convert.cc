@@ -739,8 +739,8 @@ struct PumpedRecord {
 // - `workers` threads prepare the records it has read, each taking the oldest not yet taken: the
 //   source's deferred checks, the probe (a pass over every JPEG's entropy-coded bytes), a
 //   transcode when asked, and the record's checksum, while the bytes are in that thread's cache;
-// - the writing thread (the caller of Take) lays the records out; each output file hashes and
-//   writes its buffers on a thread of its own (WritableFile::EnableWriteBehind).
+// - the writing thread (the caller of Take) lays the records out and hashes each output file,
+//   which writes its buffers on a thread of its own (WritableFile::EnableWriteBehind).
 // With one thread reading and preparing, the reader was the slower side and the writer waited on
 // it (docs/benchmarks.md, import).
 //
