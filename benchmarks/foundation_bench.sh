@@ -18,7 +18,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/packrec-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 # Timestamps come from bash 5's $EPOCHREALTIME: no fork inside a timed span.
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+# shellcheck source=benchmarks/common.sh
+source "$(dirname "$0")/common.sh"
 
 classes=20
 "$packrec" synth "$work/tree" --classes $classes --per-class $((images / classes)) --seed 1 >/dev/null

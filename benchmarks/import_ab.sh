@@ -27,14 +27,8 @@ for format in wds tfrecord recordio; do
   "$new" convert "$work/tree" "$work/$format" --format "$format" --shard-size 64MiB -q >/dev/null
 done
 "$new" convert "$work/tree" "$work/caffe" --format lmdb --lmdb-values caffe-datum -q >/dev/null
-evict() {
-  sync
-  /usr/bin/python3 -c '
-import os, sys
-for path in sys.argv[1:]:
-    fd = os.open(path, os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)
-' "$@"
-}
+# shellcheck source=benchmarks/common.sh
+source "$(dirname "$0")/common.sh"
 # CPU seconds per thread of one import (perf samples at 4 kHz) and the busiest thread's ceiling.
 threads() {
   local binary=$1 source=$2
@@ -53,7 +47,6 @@ threads() {
             if (behind > max) max = behind
             printf "cpu s:%s; total %.3f, busiest %.3f -> %.0f MB/s\n", line, total, max, mb / max }'
 }
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 mode=warm
 [[ ${COLD:-0} == 1 ]] && mode=cold
 echo "$mode import, $images images, medians of $runs alternating runs ($(nproc) cores); flags: ${*:-none}"

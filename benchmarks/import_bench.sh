@@ -20,11 +20,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/packrec-import-bench.XXXXXX")
 out_dir=$(mktemp -d "${OUT_TMP:-/dev/shm}/packrec-import-out.XXXXXX")
 trap 'rm -rf "$work" "$out_dir"' EXIT
-evict() { sync; /usr/bin/python3 -c '
-import os, sys
-for path in sys.argv[1:]:
-    fd = os.open(path, os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)
-' "$@"; }
+# shellcheck source=benchmarks/common.sh
+source "$here/common.sh"
 # Peak RssAnon (KiB) of a command, sampled from /proc every 5 ms.
 peak_anon() {
   "$@" >/dev/null 2>&1 &
@@ -37,7 +34,6 @@ peak_anon() {
   wait "$pid"
   echo "$peak"
 }
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 now() { date +%s.%N; }
 
 make_sources() {  # DIR IMAGES

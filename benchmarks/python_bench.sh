@@ -20,7 +20,8 @@ export PYTHONPATH=$(cd "$build/python" && pwd)
 python=/usr/bin/python3
 work=$(mktemp -d "${TMPDIR:-/tmp}/packrec-python-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+# shellcheck source=benchmarks/common.sh
+source "$(dirname "$0")/common.sh"
 field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p"; }
 ratio() { printf "%.2f" "$(echo "$1 / $2" | bc -l)"; }
 

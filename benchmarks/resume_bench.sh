@@ -15,7 +15,8 @@ bench="$build/benchmarks/packrec_resume_bench"
 [[ -x $packrec && -x $bench ]] || { echo "build first: $packrec or $bench missing" >&2; exit 2; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/packrec-resume-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+# shellcheck source=benchmarks/common.sh
+source "$(dirname "$0")/common.sh"
 field() { sed -n "s/^\(.* \)\{0,1\}$1=\([0-9.a-z]*\).*/\2/p"; }
 
 # Small images by default (about 96 x 84), so that 50,000 of them synthesise and convert in

@@ -12,7 +12,8 @@ packrec="$build/tools/packrec"
 cores=$(nproc)
 work=$(mktemp -d "${TMPDIR:-/tmp}/packrec-scale-out-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+# shellcheck source=benchmarks/common.sh
+source "$(dirname "$0")/common.sh"
 now() { date +%s.%N; }
 
 "$packrec" synth "$work/tree" --classes 20 --per-class $((images / 20)) --seed 5 >/dev/null
