@@ -18,6 +18,7 @@
 namespace packrec::recordio {
 
 inline constexpr std::uint32_t kMagic = 0xced7230a;
+inline constexpr std::size_t kPartHeaderSize = 8;  // the magic, then lrecord (flag, length)
 inline constexpr std::size_t kIrHeaderSize = 24;
 inline constexpr std::uint32_t kMaxPartLength = (1u << 29) - 1;
 

@@ -92,16 +92,16 @@ class RecordIoSource final : public FileListSource {
     return Status::OK();
   }
 
-  // Reads one part at in_.position: its flag and bytes appended to `out`.
-  Status ReadPart(std::uint32_t* flag, std::vector<std::byte>& out) {
+  // Reads the header of the part at in_.position: its flag and length. Moves past nothing.
+  Status ReadPartHeader(std::uint32_t* flag, std::size_t* length) {
     const std::uint64_t left = in_.size - in_.position;
-    std::array<std::byte, 8> header{};
+    std::array<std::byte, kPartHeaderSize> header{};
     if (left < header.size()) {
       in_.position = in_.size;
       return Status::Truncated("truncated part header (expected 8 bytes, got " +
                                std::to_string(left) + ")");
     }
-    PACKREC_RETURN_IF_ERROR(in_.file->ReadExact(in_.position, header));
+    PACKREC_RETURN_IF_ERROR(in_.Read(in_.position, header));
     if (LoadLE<std::uint32_t>(header.data()) != kMagic) {
       resync_ = true;
       return Status::Corruption("bad magic at byte " + std::to_string(in_.position) +
@@ -109,64 +109,109 @@ class RecordIoSource final : public FileListSource {
     }
     const std::uint32_t lrecord = LoadLE<std::uint32_t>(header.data() + 4);
     *flag = lrecord >> 29;
-    const std::uint64_t length = lrecord & kMaxPartLength;
-    const std::uint64_t padded = (length + 3) & ~std::uint64_t{3};
-    if (padded > left - header.size()) {
+    *length = lrecord & kMaxPartLength;
+    if (PaddedPartSize(*length) > left) {
       in_.position = in_.size;
-      return Status::Truncated("truncated record (expected " + std::to_string(8 + padded) +
-                               " bytes, got " + std::to_string(left) + ")");
+      return Status::Truncated("truncated record (expected " +
+                               std::to_string(PaddedPartSize(*length)) + " bytes, got " +
+                               std::to_string(left) + ")");
     }
-    const std::size_t before = out.size();
-    out.resize(before + static_cast<std::size_t>(length));
-    PACKREC_RETURN_IF_ERROR(in_.file->ReadExact(
-        in_.position + 8, std::span(out).subspan(before, static_cast<std::size_t>(length))));
-    in_.position += 8 + padded;
     return Status::OK();
   }
 
-  Status ReadRecord(SourceRecord& record) {
-    std::vector<std::byte> data;
-    std::uint32_t flag = 0;
-    PACKREC_RETURN_IF_ERROR(ReadPart(&flag, data));
-    if (flag == 2 || flag == 3) {
-      return Status::Corruption("a record continues here without its first part (flag " +
-                                std::to_string(flag) + ")");
-    }
-    while (flag == 1 || flag == 2) {
-      std::array<std::byte, 4> magic{};
-      StoreLE<std::uint32_t>(magic.data(), kMagic);
-      data.insert(data.end(), magic.begin(), magic.end());  // the magic the writer split out
-      PACKREC_RETURN_IF_ERROR(ReadPart(&flag, data));
-      if (flag == 0 || flag == 1) {
-        return Status::Corruption("a multi-part record ends without its last part");
-      }
-    }
-    if (data.size() < kIrHeaderSize) {
-      return Status::InvalidInput("record of " + std::to_string(data.size()) +
-                                  " bytes is shorter than an image record header (24)");
-    }
-    const std::uint32_t label_count = LoadLE<std::uint32_t>(data.data());
+  static std::uint64_t PaddedPartSize(std::size_t length) {
+    return kPartHeaderSize + ((std::uint64_t{length} + 3) & ~std::uint64_t{3});
+  }
+
+  // Appends the part at in_.position (its header read by ReadPartHeader), less its first `skip`
+  // bytes, to `out`, and moves past it.
+  Status TakePart(std::size_t length, std::size_t skip, std::vector<std::byte>& out) {
+    PACKREC_RETURN_IF_ERROR(
+        in_.AppendTo(in_.position + kPartHeaderSize + skip, length - skip, out));
+    in_.position += PaddedPartSize(length);
+    return Status::OK();
+  }
+
+  // The image record header at the start of `head` (at least kIrHeaderSize bytes, and the first
+  // label after it when there is one) of a record of `size` bytes: the label, the id and where
+  // the image starts.
+  static Status ParseImageHeader(std::span<const std::byte> head, std::size_t size,
+                                 std::uint32_t* label_out, std::uint64_t* id,
+                                 std::size_t* image_offset) {
+    const std::uint32_t label_count = LoadLE<std::uint32_t>(head.data());
     float label = 0;
-    const auto label_bits = LoadLE<std::uint32_t>(data.data() + 4);
+    const auto label_bits = LoadLE<std::uint32_t>(head.data() + 4);
     std::memcpy(&label, &label_bits, 4);
-    const std::uint64_t id = LoadLE<std::uint64_t>(data.data() + 8);
-    std::size_t image_offset = kIrHeaderSize;
+    *id = LoadLE<std::uint64_t>(head.data() + 8);
+    *image_offset = kIrHeaderSize;
     if (label_count > 0) {
-      if ((data.size() - kIrHeaderSize) / 4 < label_count) {
+      if ((size - kIrHeaderSize) / 4 < label_count) {
         return Status::InvalidInput("its header declares " + std::to_string(label_count) +
                                     " labels, more than the record holds");
       }
-      const auto first = LoadLE<std::uint32_t>(data.data() + kIrHeaderSize);
+      const auto first = LoadLE<std::uint32_t>(head.data() + kIrHeaderSize);
       std::memcpy(&label, &first, 4);
-      image_offset += 4 * static_cast<std::size_t>(label_count);
+      *image_offset += 4 * static_cast<std::size_t>(label_count);
     }
     if (!(label >= 0) || label > 4294967295.0f || std::floor(label) != label) {
       return Status::InvalidInput("label " + std::to_string(label) +
                                   " is not a non-negative integer");
     }
-    record.label = static_cast<std::uint32_t>(label);
-    data.erase(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(image_offset));
-    record.bytes = std::move(data);  // the image, without a second allocation
+    *label_out = static_cast<std::uint32_t>(label);
+    return Status::OK();
+  }
+
+  static Status TooShort(std::size_t size) {
+    return Status::InvalidInput("record of " + std::to_string(size) +
+                                " bytes is shorter than an image record header (24)");
+  }
+
+  Status ReadRecord(SourceRecord& record) {
+    std::uint32_t flag = 0;
+    std::size_t length = 0;
+    PACKREC_RETURN_IF_ERROR(ReadPartHeader(&flag, &length));
+    if (flag == 2 || flag == 3) {
+      return Status::Corruption("a record continues here without its first part (flag " +
+                                std::to_string(flag) + ")");
+    }
+    std::uint64_t id = 0;
+    if (flag == 0) {
+      // One part, the common case: the header read where it lies, only the image copied out.
+      if (length < kIrHeaderSize) {
+        in_.position += PaddedPartSize(length);
+        return TooShort(length);
+      }
+      std::array<std::byte, kIrHeaderSize + 4> head{};
+      const std::size_t head_size = std::min(head.size(), length);
+      PACKREC_RETURN_IF_ERROR(
+          in_.Read(in_.position + kPartHeaderSize, std::span(head).first(head_size)));
+      std::size_t image_offset = 0;
+      if (Status parsed = ParseImageHeader(head, length, &record.label, &id, &image_offset);
+          !parsed.ok()) {
+        in_.position += PaddedPartSize(length);
+        return parsed;
+      }
+      PACKREC_RETURN_IF_ERROR(TakePart(length, image_offset, record.bytes));
+    } else {
+      std::vector<std::byte> data;
+      PACKREC_RETURN_IF_ERROR(TakePart(length, 0, data));
+      while (flag == 1 || flag == 2) {
+        std::array<std::byte, 4> magic{};
+        StoreLE<std::uint32_t>(magic.data(), kMagic);
+        data.insert(data.end(), magic.begin(), magic.end());  // the magic the writer split out
+        PACKREC_RETURN_IF_ERROR(ReadPartHeader(&flag, &length));
+        PACKREC_RETURN_IF_ERROR(TakePart(length, 0, data));
+        if (flag == 0 || flag == 1) {
+          return Status::Corruption("a multi-part record ends without its last part");
+        }
+      }
+      if (data.size() < kIrHeaderSize) return TooShort(data.size());
+      std::size_t image_offset = 0;
+      PACKREC_RETURN_IF_ERROR(
+          ParseImageHeader(data, data.size(), &record.label, &id, &image_offset));
+      data.erase(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(image_offset));
+      record.bytes = std::move(data);  // the image, without a second allocation
+    }
     const auto key = keys_.find(id);
     if (key != keys_.end()) {
       record.key = key->second;

@@ -31,7 +31,7 @@ class RecordIoWriter final : public ExportWriter {
   }
 
   Status WritePart(std::uint32_t flag, std::span<const std::byte> bytes) {
-    std::array<std::byte, 8> header{};
+    std::array<std::byte, kPartHeaderSize> header{};
     StoreLE<std::uint32_t>(header.data(), kMagic);
     StoreLE<std::uint32_t>(header.data() + 4,
                            (flag << 29) | static_cast<std::uint32_t>(bytes.size()));

@@ -112,7 +112,7 @@ class TfRecordSource final : public FileListSource {
                                                 std::to_string(kFrameHeaderSize) + " bytes, got " +
                                                 std::to_string(left) + ")"));
     }
-    if (Status read = in_.file->ReadExact(in_.position, header); !read.ok()) {
+    if (Status read = in_.Read(in_.position, header); !read.ok()) {
       return FailFile(record, read);
     }
     if (!LooksLikeFrameHeader(header)) {
@@ -129,8 +129,10 @@ class TfRecordSource final : public FileListSource {
     }
     // Deferred, the frame goes out as read: the checks and the parse run in FinishRecord.
     std::vector<std::byte>& frame = defer_checks_ ? record.bytes : buffer_;
-    frame.resize(static_cast<std::size_t>(length) + kFrameFooterSize);
-    if (Status read = in_.file->ReadExact(in_.position + kFrameHeaderSize, frame); !read.ok()) {
+    frame.clear();
+    if (Status read = in_.AppendTo(in_.position + kFrameHeaderSize,
+                                   static_cast<std::size_t>(length) + kFrameFooterSize, frame);
+        !read.ok()) {
       record.bytes.clear();
       return FailFile(record, read);
     }

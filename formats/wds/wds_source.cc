@@ -196,30 +196,26 @@ class WdsSource final : public FileListSource {
       FailArchive("member of " + std::to_string(size) + " bytes (over 2 GiB)", offset, name);
       return;
     }
-    // Read straight into the record's bytes when the header gives the size (it always does in
-    // a ustar or pax tar): a bounce buffer between libarchive and the record was a second copy of
-    // every byte on the reading thread, the import's busiest.
-    std::size_t filled = 0;
-    if (size > 0) member.bytes.resize(static_cast<std::size_t>(size));
-    std::byte buffer[1 << 16];
+    // The member's blocks are copied out of libarchive's buffer as they lie: reading through
+    // archive_read_data needed a zero-filled vector first, a second pass over every byte on the
+    // reading thread, the import's busiest.
+    if (size > 0) member.bytes.reserve(static_cast<std::size_t>(size));
     for (;;) {
-      const bool direct = filled < member.bytes.size();
-      std::byte* into = direct ? member.bytes.data() + filled : buffer;
-      const std::size_t room = direct ? member.bytes.size() - filled : sizeof buffer;
-      const la_ssize_t got = archive_read_data(archive_, into, room);
-      if (got == 0) break;
-      if (got < 0) {
+      const void* block = nullptr;
+      std::size_t block_size = 0;
+      la_int64_t block_offset = 0;
+      const int got = archive_read_data_block(archive_, &block, &block_size, &block_offset);
+      if (got == ARCHIVE_EOF) break;
+      if (got < ARCHIVE_OK || block_offset < static_cast<la_int64_t>(member.bytes.size()) ||
+          block_offset + static_cast<la_int64_t>(block_size) > kMaxMemberBytes) {
         FailArchive("truncated or damaged member", offset, name);
         return;
       }
-      if (direct) {
-        filled += static_cast<std::size_t>(got);
-      } else {  // no size in the header, or more data than it said
-        member.bytes.insert(member.bytes.end(), buffer, buffer + got);
-        filled = member.bytes.size();
-      }
+      // A sparse member's holes read as zeros, as archive_read_data gives them.
+      member.bytes.resize(static_cast<std::size_t>(block_offset));
+      const auto* bytes = static_cast<const std::byte*>(block);
+      member.bytes.insert(member.bytes.end(), bytes, bytes + block_size);
     }
-    member.bytes.resize(filled);
     if (size >= 0 && member.bytes.size() != static_cast<std::uint64_t>(size)) {
       FailArchive("member is " + std::to_string(member.bytes.size()) + " bytes, its header says " +
                       std::to_string(size),

@@ -56,6 +56,66 @@ Status SequentialFile::Open(const std::filesystem::path& path) {
   read_ahead.Reset();
   position = 0;
   number = 0;
+  window_size_ = 0;
+  return Status::OK();
+}
+
+std::span<const std::byte> SequentialFile::Windowed(std::uint64_t from) const {
+  if (from < window_offset_ || from >= window_offset_ + window_size_) return {};
+  return std::span<const std::byte>(window_)
+      .first(window_size_)
+      .subspan(static_cast<std::size_t>(from - window_offset_));
+}
+
+Status SequentialFile::FillWindow(std::uint64_t from) {
+  window_size_ = 0;
+  if (from >= size) {
+    return Status::Truncated("read past the end of the file (byte " + std::to_string(from) +
+                             " of " + std::to_string(size) + ")");
+  }
+  if (window_.empty()) window_.resize(kWindowBytes);
+  const auto length = static_cast<std::size_t>(std::min<std::uint64_t>(kWindowBytes, size - from));
+  PACKREC_RETURN_IF_ERROR(file->ReadExact(from, std::span(window_).first(length)));
+  window_offset_ = from;
+  window_size_ = length;
+  return Status::OK();
+}
+
+Status SequentialFile::Read(std::uint64_t offset, std::span<std::byte> out) {
+  while (!out.empty()) {
+    std::span<const std::byte> have = Windowed(offset);
+    if (have.empty()) {
+      if (out.size() >= kWindowBytes) return file->ReadExact(offset, out);
+      PACKREC_RETURN_IF_ERROR(FillWindow(offset));
+      have = Windowed(offset);
+    }
+    const std::size_t n = std::min(have.size(), out.size());
+    std::memcpy(out.data(), have.data(), n);
+    out = out.subspan(n);
+    offset += n;
+  }
+  return Status::OK();
+}
+
+Status SequentialFile::AppendTo(std::uint64_t offset, std::size_t length,
+                                std::vector<std::byte>& out) {
+  out.reserve(out.size() + length);
+  while (length > 0) {
+    std::span<const std::byte> have = Windowed(offset);
+    if (have.empty()) {
+      if (length >= kWindowBytes) {  // a record as large as the window: straight into `out`
+        const std::size_t before = out.size();
+        out.resize(before + length);
+        return file->ReadExact(offset, std::span(out).subspan(before));
+      }
+      PACKREC_RETURN_IF_ERROR(FillWindow(offset));
+      have = Windowed(offset);
+    }
+    const std::size_t n = std::min(have.size(), length);
+    out.insert(out.end(), have.begin(), have.begin() + static_cast<std::ptrdiff_t>(n));
+    offset += n;
+    length -= n;
+  }
   return Status::OK();
 }
 

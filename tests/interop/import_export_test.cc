@@ -5,6 +5,7 @@
 #include "core/crc32c.h"
 #include "core/file_io.h"
 #include "formats/shard_test_util.h"
+#include "ingest/source_util.h"
 #include "packrec/convert.h"
 #include "packrec/reader.h"
 #include "packrec/source.h"
@@ -69,6 +70,12 @@ TEST_CASE("every export format round-trips through an import: keys, labels, byte
   test::TempDir dir;
   const fs::path tree = dir / "tree";
   test::SynthTree(tree, 3, 7);
+  // One image larger than the window the sources read their files through: it is read past the
+  // window, not through it.
+  const std::vector<std::byte> big = test::MakeJpeg(2400, 1800, 11);
+  REQUIRE(big.size() > SequentialFile::kWindowBytes);
+  const fs::path first_class = *fs::directory_iterator(tree);
+  test::WriteBytes(first_class / "big.jpg", big);
   ConvertOptions direct;
   direct.source = tree;
   direct.output = dir / "direct";
@@ -84,7 +91,7 @@ TEST_CASE("every export format round-trips through an import: keys, labels, byte
     out.writer.shard_size_bytes = 20000;  // several files
     Result<ConvertStats> exported = Convert(out);
     REQUIRE_MESSAGE(exported.ok(), exported.status().ToString());
-    CHECK(exported->records_written == 21);
+    CHECK(exported->records_written == 22);
     CHECK(fs::exists(out.output / "packrec-export.json"));
     for (const auto& entry : fs::directory_iterator(out.output)) {
       CHECK(entry.path().extension() != ".tmp");
