@@ -205,6 +205,16 @@ TEST_CASE("decode: a decompression bomb is refused from its header, in bounded m
   CHECK(PeakRssKiB() - rss_before < 64 * 1024);  // nothing near the 12.9 GB it asks for
 }
 
+// The scan count walks the markers, skipping entropy-coded data (stuffed 0xFF00 included) to the
+// next 0xFF: a baseline JPEG is one scan, libjpeg's standard progression of a colour one ten.
+TEST_CASE("decode: the scan count of baseline and progressive JPEGs is exact") {
+  const auto baseline = test::MakeJpeg(640, 480, 3);
+  CHECK(CheckJpegScanCount(baseline, 1).ok());
+  const auto progressive = test::MakeJpeg(640, 480, 3, false, /*progressive=*/true);
+  CHECK(CheckJpegScanCount(progressive, 10).ok());
+  CHECK(CheckJpegScanCount(progressive, 9).code() == StatusCode::kInvalidInput);
+}
+
 TEST_CASE("decode: a progressive JPEG with thousands of scans is refused, in bounded time") {
   // A real progressive JPEG whose last scan is repeated 3,000 times: each scan is valid, and
   // libjpeg would refine the whole image 3,000 times over.
