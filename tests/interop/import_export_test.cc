@@ -323,5 +323,45 @@ TEST_CASE("a directory holding only container files imports as that format, file
   CHECK(DetectSourceFormat((dir / "tree").string()).value() == SourceFormat::kImageFolder);
 }
 
+// A file that shrinks while it is read cannot be read on from the same place: RecordIO, like
+// TFRecord, ends the file with one error naming it, rather than failing at the same byte for ever.
+TEST_CASE("a RecordIO or TFRecord cut short while it is read ends with one named error") {
+  test::TempDir dir;
+  test::SynthTree(dir / "tree", 2, 15);
+  for (const std::string format : {"recordio", "tfrecord"}) {
+    CAPTURE(format);
+    const test::OneFileExport exported = test::ExportOneFile(dir / "tree", dir / format, format);
+    REQUIRE(exported.offsets.size() == 30);
+    // Past the first window, so the cut is met by a read of the file, not of the window.
+    REQUIRE(exported.offsets.back() > SequentialFile::kWindowBytes);
+    const SourceFormat kind =
+        format == "recordio" ? SourceFormat::kRecordIo : SourceFormat::kTfRecord;
+    Result<std::unique_ptr<RecordSource>> source =
+        OpenRecordSource(exported.file.string(), kind, {});
+    REQUIRE(source.ok());
+    SourceRecord record;
+    REQUIRE((*source)->Next(record).value());
+    REQUIRE(record.status.ok());
+    test::TruncateFile(exported.file, exported.offsets.back());
+    std::size_t good = 1, failed = 0, calls = 0;
+    for (; calls < 100; ++calls) {
+      Result<bool> more = (*source)->Next(record);
+      REQUIRE(more.ok());
+      if (!*more) break;
+      if (record.status.ok()) {
+        ++good;
+        continue;
+      }
+      ++failed;
+      CHECK(record.status.code() == StatusCode::kTruncated);
+      CHECK(record.origin.find(exported.file.string()) != std::string::npos);
+    }
+    CHECK(calls < 100);
+    CHECK(failed == 1);
+    CHECK(good > 1);
+    CHECK(good < 30);
+  }
+}
+
 }  // namespace
 }  // namespace packrec
