@@ -216,6 +216,11 @@ class WdsSource final : public FileListSource {
       const auto* bytes = static_cast<const std::byte*>(block);
       member.bytes.insert(member.bytes.end(), bytes, bytes + block_size);
     }
+    // A sparse member that ends in a hole has no block for it: its last bytes are zeros.
+    if (size >= 0 && member.bytes.size() < static_cast<std::uint64_t>(size) &&
+        archive_entry_sparse_count(entry) > 0) {
+      member.bytes.resize(static_cast<std::size_t>(size));
+    }
     if (size >= 0 && member.bytes.size() != static_cast<std::uint64_t>(size)) {
       FailArchive("member is " + std::to_string(member.bytes.size()) + " bytes, its header says " +
                       std::to_string(size),

@@ -2,6 +2,10 @@
 // source specs (globs, braces), detection, round trips through every export format, refusals.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+
 #include "core/crc32c.h"
 #include "core/file_io.h"
 #include "formats/shard_test_util.h"
@@ -359,6 +363,73 @@ TEST_CASE("a directory holding only container files imports as that format, file
 
 // A file that shrinks while it is read cannot be read on from the same place: RecordIO, like
 // TFRecord, ends the file with one error naming it, rather than failing at the same byte for ever.
+// Writes `bytes` leaving every all-zero 4 KiB block unwritten (a hole), and sets the size, so a
+// file that ends in zeros ends in a hole.
+void WriteSparse(const fs::path& path, const std::vector<std::byte>& bytes) {
+  {
+    std::ofstream out(path, std::ios::binary);
+    for (std::size_t at = 0; at < bytes.size(); at += 4096) {
+      const std::size_t size = std::min<std::size_t>(4096, bytes.size() - at);
+      const auto block = std::span(bytes).subspan(at, size);
+      if (std::all_of(block.begin(), block.end(), [](std::byte b) { return b == std::byte{0}; })) {
+        continue;
+      }
+      out.seekp(static_cast<std::streamoff>(at));
+      out.write(reinterpret_cast<const char*>(block.data()), static_cast<std::streamsize>(size));
+    }
+  }
+  fs::resize_file(path, bytes.size());
+}
+
+TEST_CASE("a WebDataset tar of sparse members reads their holes as zeros, a trailing one too") {
+  test::TempDir dir;
+  fs::create_directories(dir / "src");
+  const auto pattern = [](std::size_t size, int seed) {
+    std::vector<std::byte> bytes(size);
+    for (std::size_t i = 0; i < size; ++i) bytes[i] = static_cast<std::byte>((i * 31 + seed) | 1);
+    return bytes;
+  };
+  const auto join = [](std::initializer_list<std::vector<std::byte>> parts) {
+    std::vector<std::byte> all;
+    for (const auto& part : parts) all.insert(all.end(), part.begin(), part.end());
+    return all;
+  };
+  // A hole inside, a hole at the end (no data block follows it), a hole at the start.
+  const std::vector<std::vector<std::byte>> members = {
+      join({pattern(4096, 1), std::vector<std::byte>(12288), pattern(3000, 2)}),
+      join({pattern(5000, 3), std::vector<std::byte>(20000)}),
+      join({std::vector<std::byte>(8192), pattern(100, 4)})};
+  const std::vector<std::string> keys = {"a", "b", "c"};
+  std::size_t stored = 0;
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    WriteSparse(dir / "src" / (keys[i] + ".jpg"), members[i]);
+    stored += members[i].size();
+  }
+  // GNU tar's own sparse headers, and pax's (the two sparse encodings libarchive reads).
+  for (const std::string tar_format : {"gnu", "posix"}) {
+    CAPTURE(tar_format);
+    const fs::path tar = dir / (tar_format + ".tar");
+    const std::string command = "cd " + test::Quote(dir / "src") +
+                                " && tar --sparse --format=" + tar_format + " -cf " +
+                                test::Quote(tar) + " a.jpg b.jpg c.jpg";
+    REQUIRE(std::system(command.c_str()) == 0);
+    // The zeros are not in the tar: the members really are sparse.
+    REQUIRE(fs::file_size(tar) < stored);
+    Result<std::unique_ptr<RecordSource>> source =
+        OpenRecordSource(tar.string(), SourceFormat::kWebDataset, {});
+    REQUIRE(source.ok());
+    SourceRecord record;
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      CAPTURE(i);
+      REQUIRE((*source)->Next(record).value());
+      REQUIRE(record.status.ok());
+      CHECK(record.key == keys[i] + ".jpg");
+      CHECK(record.bytes == members[i]);
+    }
+    CHECK_FALSE((*source)->Next(record).value());
+  }
+}
+
 TEST_CASE("a RecordIO or TFRecord cut short while it is read ends with one named error") {
   test::TempDir dir;
   test::SynthTree(dir / "tree", 2, 15);
