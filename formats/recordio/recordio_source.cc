@@ -101,7 +101,7 @@ class RecordIoSource final : public FileListSource {
       return Status::Truncated("truncated part header (expected 8 bytes, got " +
                                std::to_string(left) + ")");
     }
-    PACKREC_RETURN_IF_ERROR(EndFileIfFailed(in_.Read(in_.position, header)));
+    PACKREC_RETURN_IF_ERROR(in_.Read(in_.position, header));
     if (LoadLE<std::uint32_t>(header.data()) != kMagic) {
       resync_ = true;
       return Status::Corruption("bad magic at byte " + std::to_string(in_.position) +
@@ -119,13 +119,6 @@ class RecordIoSource final : public FileListSource {
     return Status::OK();
   }
 
-  // A read that fails (the file shrank while it was read, an I/O error) ends the file: reading on
-  // from the same place would fail the same way, a rejected record each time, for ever.
-  Status EndFileIfFailed(Status read) {
-    if (!read.ok()) in_.position = in_.size;
-    return read;
-  }
-
   static std::uint64_t PaddedPartSize(std::size_t length) {
     return kPartHeaderSize + ((std::uint64_t{length} + 3) & ~std::uint64_t{3});
   }
@@ -134,7 +127,7 @@ class RecordIoSource final : public FileListSource {
   // bytes, to `out`, and moves past it.
   Status TakePart(std::size_t length, std::size_t skip, std::vector<std::byte>& out) {
     PACKREC_RETURN_IF_ERROR(
-        EndFileIfFailed(in_.AppendTo(in_.position + kPartHeaderSize + skip, length - skip, out)));
+        in_.AppendTo(in_.position + kPartHeaderSize + skip, length - skip, out));
     in_.position += PaddedPartSize(length);
     return Status::OK();
   }
@@ -190,8 +183,8 @@ class RecordIoSource final : public FileListSource {
       }
       std::array<std::byte, kIrHeaderSize + 4> head{};
       const std::size_t head_size = std::min(head.size(), length);
-      PACKREC_RETURN_IF_ERROR(EndFileIfFailed(
-          in_.Read(in_.position + kPartHeaderSize, std::span(head).first(head_size))));
+      PACKREC_RETURN_IF_ERROR(
+          in_.Read(in_.position + kPartHeaderSize, std::span(head).first(head_size)));
       std::size_t image_offset = 0;
       if (Status parsed = ParseImageHeader(head, length, &record.label, &id, &image_offset);
           !parsed.ok()) {

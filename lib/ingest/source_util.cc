@@ -67,15 +67,21 @@ std::span<const std::byte> SequentialFile::Windowed(std::uint64_t from) const {
       .subspan(static_cast<std::size_t>(from - window_offset_));
 }
 
+Status SequentialFile::EndIfFailed(Status read) {
+  if (!read.ok()) position = size;
+  return read;
+}
+
 Status SequentialFile::FillWindow(std::uint64_t from) {
   window_size_ = 0;
   if (from >= size) {
-    return Status::Truncated("read past the end of the file (byte " + std::to_string(from) +
-                             " of " + std::to_string(size) + ")");
+    return EndIfFailed(Status::Truncated("read past the end of the file (byte " +
+                                         std::to_string(from) + " of " + std::to_string(size) +
+                                         ")"));
   }
   if (window_.empty()) window_.resize(kWindowBytes);
   const auto length = static_cast<std::size_t>(std::min<std::uint64_t>(kWindowBytes, size - from));
-  PACKREC_RETURN_IF_ERROR(file->ReadExact(from, std::span(window_).first(length)));
+  PACKREC_RETURN_IF_ERROR(EndIfFailed(file->ReadExact(from, std::span(window_).first(length))));
   window_offset_ = from;
   window_size_ = length;
   return Status::OK();
@@ -85,7 +91,7 @@ Status SequentialFile::Read(std::uint64_t offset, std::span<std::byte> out) {
   while (!out.empty()) {
     std::span<const std::byte> have = Windowed(offset);
     if (have.empty()) {
-      if (out.size() >= kWindowBytes) return file->ReadExact(offset, out);
+      if (out.size() >= kWindowBytes) return EndIfFailed(file->ReadExact(offset, out));
       PACKREC_RETURN_IF_ERROR(FillWindow(offset));
       have = Windowed(offset);
     }
@@ -106,7 +112,7 @@ Status SequentialFile::AppendTo(std::uint64_t offset, std::size_t length,
       if (length >= kWindowBytes) {  // a record as large as the window: straight into `out`
         const std::size_t before = out.size();
         out.resize(before + length);
-        return file->ReadExact(offset, std::span(out).subspan(before));
+        return EndIfFailed(file->ReadExact(offset, std::span(out).subspan(before)));
       }
       PACKREC_RETURN_IF_ERROR(FillWindow(offset));
       have = Windowed(offset);

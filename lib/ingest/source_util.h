@@ -88,11 +88,15 @@ struct SequentialFile {
   // Call before each record: keeps ReadAhead::kWindow requested ahead of `position`.
   void Prefetch() { read_ahead.At(*file, position, size); }
   // Fills `out` from `offset`. Truncated past the end of the file.
+  // A failed Read or AppendTo ends the file (at_end()): the file shrank while it was read, or an
+  // I/O error, and reading on from the same place would fail the same way, a rejected record each
+  // time, for ever.
   Status Read(std::uint64_t offset, std::span<std::byte> out);
   // Appends the `length` bytes at `offset` to `out`.
   Status AppendTo(std::uint64_t offset, std::size_t length, std::vector<std::byte>& out);
 
  private:
+  Status EndIfFailed(Status read);
   // The window's bytes from `from`: empty when `from` lies outside it.
   std::span<const std::byte> Windowed(std::uint64_t from) const;
   Status FillWindow(std::uint64_t from);

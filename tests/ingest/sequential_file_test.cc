@@ -66,9 +66,12 @@ TEST_CASE("sequential file: a file cut short after it was opened reads Truncated
   REQUIRE(in.Open(dir / "data").ok());
   test::TruncateFile(dir / "data", 1000);
   std::vector<std::byte> out;
+  CHECK_FALSE(in.at_end());
   const Status read = in.AppendTo(0, 5000, out);
   CHECK(read.code() == StatusCode::kTruncated);
   CHECK(read.ToString().find((dir / "data").string()) != std::string::npos);
+  // The failed read ends the file: a source reading on would fail at the same byte each time.
+  CHECK(in.at_end());
 }
 
 }  // namespace

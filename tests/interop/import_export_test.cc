@@ -361,8 +361,6 @@ TEST_CASE("a directory holding only container files imports as that format, file
   CHECK(DetectSourceFormat((dir / "tree").string()).value() == SourceFormat::kImageFolder);
 }
 
-// A file that shrinks while it is read cannot be read on from the same place: RecordIO, like
-// TFRecord, ends the file with one error naming it, rather than failing at the same byte for ever.
 // Writes `bytes` leaving every all-zero 4 KiB block unwritten (a hole), and sets the size, so a
 // file that ends in zeros ends in a hole.
 void WriteSparse(const fs::path& path, const std::vector<std::byte>& bytes) {
@@ -430,6 +428,8 @@ TEST_CASE("a WebDataset tar of sparse members reads their holes as zeros, a trai
   }
 }
 
+// A file that shrinks while it is read cannot be read on from the same place: RecordIO, like
+// TFRecord, ends the file with one error naming it, rather than failing at the same byte for ever.
 TEST_CASE("a RecordIO or TFRecord cut short while it is read ends with one named error") {
   test::TempDir dir;
   test::SynthTree(dir / "tree", 2, 15);
