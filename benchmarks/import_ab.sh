@@ -11,6 +11,8 @@
 # out the output; the write-behind threads, one per output file in turn, are summed) and the
 # source MB/s its busiest thread would allow alone: on a machine with
 # cores to spare, the import's ceiling, which a 2-core VM cannot show by timing.
+# With WDS_EXTRA_KB=N every wds sample also carries a 200-byte `txt` and an N KiB `npy` member
+# (benchmarks/add_wds_members.py), which no record is made from.
 # Usage: benchmarks/import_ab.sh OLD_PACKREC NEW_PACKREC [IMAGES] [RUNS] [-- CONVERT_FLAGS...]
 set -euo pipefail
 old=$1 new=$2
@@ -27,6 +29,11 @@ for format in wds tfrecord recordio; do
   "$new" convert "$work/tree" "$work/$format" --format "$format" --shard-size 64MiB -q >/dev/null
 done
 "$new" convert "$work/tree" "$work/caffe" --format lmdb --lmdb-values caffe-datum -q >/dev/null
+if [[ -n ${WDS_EXTRA_KB:-} ]]; then
+  python3 "$(dirname "$0")/add_wds_members.py" "$work/wds" "$work/wds-extra" "$WDS_EXTRA_KB"
+  rm -rf "$work/wds"
+  mv "$work/wds-extra" "$work/wds"
+fi
 # shellcheck source=benchmarks/common.sh
 source "$(dirname "$0")/common.sh"
 # CPU seconds per thread of one import (perf samples at 4 kHz) and the busiest thread's ceiling.

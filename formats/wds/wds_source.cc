@@ -30,6 +30,7 @@ constexpr la_int64_t kMaxMemberBytes = 1ll << 31;
 struct Member {
   std::string extension;  // after the first dot of the base name, lower-cased
   std::vector<std::byte> bytes;
+  la_int64_t refused_size = 0;  // over kMaxMemberBytes: its bytes were skipped, not read
 };
 
 struct Sample {
@@ -62,6 +63,17 @@ class WdsSource final : public FileListSource {
   WdsSource(std::vector<fs::path> files, SourceOptions options)
       : FileListSource(std::move(files)), options_(std::move(options)) {
     if (!options_.read_ahead) read_ahead_.Disable();
+    if (options_.image_field.empty()) {
+      wanted_ = {"jpg", "jpeg", "png", "webp"};
+    } else {
+      wanted_ = {AsciiLower(options_.image_field)};
+    }
+    if (options_.label_field.empty()) {
+      wanted_.insert(wanted_.end(), {"cls", "cls.txt"});
+    } else {
+      wanted_.push_back(AsciiLower(options_.label_field));
+    }
+    wanted_.push_back("json");
   }
   ~WdsSource() override { CloseArchive(); }
 
@@ -99,6 +111,7 @@ class WdsSource final : public FileListSource {
     read_ahead_.Reset();
     ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
     // Our own read callback, so the kernel is kept reading ahead (ReadAhead) on cold storage.
+    archive_read_set_skip_callback(archive_, &WdsSource::SkipCallback);
     if (archive_read_open(archive_, this, nullptr, &WdsSource::ReadCallback, nullptr) !=
         ARCHIVE_OK) {
       const std::string message = archive_error_string(archive_) != nullptr
@@ -141,6 +154,19 @@ class WdsSource final : public FileListSource {
       *buffer = source->read_buffer_.data();
       return got;
     }
+  }
+
+  // Members no record is made from are skipped with a seek rather than read (libarchive reads
+  // through them where a compression filter is in the way). Never past the end: a tar cut short
+  // inside a skipped member fails at the end, as one read through would.
+  static la_int64_t SkipCallback(archive* /*a*/, void* self, la_int64_t request) {
+    auto* source = static_cast<WdsSource*>(self);
+    const auto left = static_cast<la_int64_t>(source->file_size_) -
+                      static_cast<la_int64_t>(source->read_position_);
+    const la_int64_t skip = std::clamp<la_int64_t>(request, 0, std::max<la_int64_t>(left, 0));
+    if (skip == 0 || ::lseek(source->fd_, static_cast<off_t>(skip), SEEK_CUR) < 0) return 0;
+    source->read_position_ += static_cast<std::uint64_t>(skip);
+    return skip;
   }
 
   // The current tar cannot be read further: what came before is delivered, the sample being read
@@ -192,8 +218,16 @@ class WdsSource final : public FileListSource {
     }
     Member member{extension, {}};
     const la_int64_t size = archive_entry_size_is_set(entry) ? archive_entry_size(entry) : -1;
-    if (size > kMaxMemberBytes) {
-      FailArchive("member of " + std::to_string(size) + " bytes (over 2 GiB)", offset, name);
+    // Captions, features, video: a sample's other members are named in errors, never read. A
+    // member too large to read rejects its sample only if the sample needs it.
+    const bool wanted = std::find(wanted_.begin(), wanted_.end(), extension) != wanted_.end();
+    if (!wanted || size > kMaxMemberBytes) {
+      if (archive_read_data_skip(archive_) != ARCHIVE_OK) {
+        FailArchive("truncated or damaged member", offset, name);
+        return;
+      }
+      if (wanted) member.refused_size = size;
+      pending_->members.push_back(std::move(member));
       return;
     }
     // The member's blocks are copied out of libarchive's buffer as they lie: reading through
@@ -237,6 +271,17 @@ class WdsSource final : public FileListSource {
     return nullptr;
   }
 
+  // The member a record needs, or why it cannot have it.
+  Result<Member*> FindReadable(std::string_view extension) {
+    Member* member = Find(extension);
+    if (member != nullptr && member->refused_size > 0) {
+      return Status::InvalidInput("its " + member->extension + " member is " +
+                                  std::to_string(member->refused_size) +
+                                  " bytes, over the 2 GiB a member may have");
+    }
+    return member;
+  }
+
   void Flush() {
     if (!pending_) return;
     SourceRecord record;
@@ -250,10 +295,11 @@ class WdsSource final : public FileListSource {
   Status Assemble(SourceRecord& record) {
     Member* image = nullptr;
     if (!options_.image_field.empty()) {
-      image = Find(AsciiLower(options_.image_field));
+      PACKREC_ASSIGN_OR_RETURN(image, FindReadable(AsciiLower(options_.image_field)));
     } else {
       for (const char* extension : {"jpg", "jpeg", "png", "webp"}) {
-        if ((image = Find(extension)) != nullptr) break;
+        PACKREC_ASSIGN_OR_RETURN(image, FindReadable(extension));
+        if (image != nullptr) break;
       }
     }
     std::string present;
@@ -270,8 +316,9 @@ class WdsSource final : public FileListSource {
     }
     record.key = pending_->key + "." + image->extension;
     std::optional<nlohmann::json> json;
-    if (Member* member = Find("json")) {
-      nlohmann::json parsed = nlohmann::json::parse(AsText(member->bytes), nullptr, false);
+    PACKREC_ASSIGN_OR_RETURN(const Member* json_member, FindReadable("json"));
+    if (json_member != nullptr) {
+      nlohmann::json parsed = nlohmann::json::parse(AsText(json_member->bytes), nullptr, false);
       if (parsed.is_discarded() || !parsed.is_object()) {
         return Status::InvalidInput("its json member is not a JSON object");
       }
@@ -282,7 +329,8 @@ class WdsSource final : public FileListSource {
     for (const std::string& extension : label_field.empty()
                                             ? std::vector<std::string>{"cls", "cls.txt"}
                                             : std::vector<std::string>{label_field}) {
-      if (Member* member = Find(extension)) {
+      PACKREC_ASSIGN_OR_RETURN(Member * member, FindReadable(extension));
+      if (member != nullptr) {
         if (!ParseLabelText(AsText(member->bytes), &record.label)) {
           return Status::InvalidInput("its " + extension +
                                       " member is not a non-negative integer label");
@@ -326,6 +374,7 @@ class WdsSource final : public FileListSource {
   std::optional<Sample> pending_;
   std::deque<SourceRecord> ready_;
   ClassNameCollector class_names_;
+  std::vector<std::string> wanted_;  // the extensions a record is made from
 };
 
 }  // namespace

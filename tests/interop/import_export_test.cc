@@ -428,6 +428,61 @@ TEST_CASE("a WebDataset tar of sparse members reads their holes as zeros, a trai
   }
 }
 
+TEST_CASE(
+    "WebDataset members no record needs are skipped unread, an image over 2 GiB rejects "
+    "only its sample") {
+  test::TempDir dir;
+  fs::create_directories(dir / "src");
+  const auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / "src" / name, std::ios::binary) << text;
+  };
+  const std::string image_a(70000, 'a'), image_c(5000, 'c');
+  write("a.jpg", image_a);
+  write("a.cls", "3");
+  write("b.cls", "1");
+  write("c.jpg", image_c);
+  write("c.txt", "a caption");
+  write("c.npy", std::string(3 << 20, 'n'));  // stored in full: skipped past, not read
+  // 3 GiB each, all hole: the tar stays small. No record needs a.bin; b.jpg is b's image.
+  constexpr std::uintmax_t kHuge = 3ull << 30;
+  std::ofstream(dir / "src" / "a.bin").close();
+  fs::resize_file(dir / "src" / "a.bin", kHuge);
+  std::ofstream(dir / "src" / "b.jpg").close();
+  fs::resize_file(dir / "src" / "b.jpg", kHuge);
+  const std::string members = "a.jpg a.cls a.bin b.jpg b.cls c.jpg c.txt c.npy";
+  const fs::path tar = dir / "huge.tar";
+  REQUIRE(std::system(("cd " + test::Quote(dir / "src") + " && tar --sparse --format=posix -cf " +
+                       test::Quote(tar) + " " + members)
+                          .c_str()) == 0);
+  REQUIRE(fs::file_size(tar) < (8u << 20));
+  // Compressed, libarchive cannot seek: it reads through what is skipped.
+  REQUIRE(std::system(("gzip -1 -k " + test::Quote(tar)).c_str()) == 0);
+  for (const fs::path& file : {tar, fs::path(tar.string() + ".gz")}) {
+    CAPTURE(file);
+    Result<std::unique_ptr<RecordSource>> source =
+        OpenRecordSource(file.string(), SourceFormat::kWebDataset, {});
+    REQUIRE(source.ok());
+    SourceRecord record;
+    REQUIRE((*source)->Next(record).value());
+    REQUIRE_MESSAGE(record.status.ok(), record.status.ToString());
+    CHECK(record.key == "a.jpg");
+    CHECK(record.label == 3);
+    CHECK(record.bytes.size() == image_a.size());
+    CHECK(std::equal(record.bytes.begin(), record.bytes.end(), image_a.begin(),
+                     [](std::byte x, char y) { return x == static_cast<std::byte>(y); }));
+    REQUIRE((*source)->Next(record).value());
+    CHECK(record.status.code() == StatusCode::kInvalidInput);
+    CHECK(record.status.message().find("its jpg member is 3221225472 bytes, over the 2 GiB") !=
+          std::string::npos);
+    CHECK(record.origin.find(file.string() + " sample 1 (b)") == 0);
+    REQUIRE((*source)->Next(record).value());
+    REQUIRE_MESSAGE(record.status.ok(), record.status.ToString());
+    CHECK(record.key == "c.jpg");
+    CHECK(record.bytes.size() == image_c.size());
+    CHECK_FALSE((*source)->Next(record).value());
+  }
+}
+
 // A file that shrinks while it is read cannot be read on from the same place: RecordIO, like
 // TFRecord, ends the file with one error naming it, rather than failing at the same byte for ever.
 TEST_CASE("a RecordIO or TFRecord cut short while it is read ends with one named error") {
