@@ -55,7 +55,7 @@ class RecordIoSource final : public FileListSource {
       if (resync_) PACKREC_RETURN_IF_ERROR(Resync());
       if (in_.position >= in_.size) {
         in_.Close();
-        ++file_index_;
+        LeaveFile(in_.size);
         continue;
       }
       in_.Prefetch();
@@ -70,6 +70,8 @@ class RecordIoSource final : public FileListSource {
   SourceFormat format() const override { return SourceFormat::kRecordIo; }
 
  private:
+  std::uint64_t position_in_file() const override { return in_.is_open() ? in_.position : 0; }
+
   // After a bad magic: on to the next 4-aligned magic that starts a record (flag 0 or 1).
   Status Resync() {
     resync_ = false;
@@ -225,7 +227,6 @@ class RecordIoSource final : public FileListSource {
   }
 
   SourceOptions options_;
-  std::size_t file_index_ = 0;
   SequentialFile in_;
   bool resync_ = false;
   std::unordered_map<std::uint64_t, std::string> keys_;

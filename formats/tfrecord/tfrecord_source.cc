@@ -92,8 +92,10 @@ class TfRecordSource final : public FileListSource {
  private:
   void EndFile() {
     in_.Close();
-    ++file_index_;
+    LeaveFile(in_.size);
   }
+
+  std::uint64_t position_in_file() const override { return in_.is_open() ? in_.position : 0; }
 
   // A frame that cannot be trusted ends the file: its length says where the next one starts.
   void FailFile(SourceRecord& record, Status status) {
@@ -207,7 +209,6 @@ class TfRecordSource final : public FileListSource {
   }
 
   SourceOptions options_;
-  std::size_t file_index_ = 0;
   SequentialFile in_;
   std::vector<std::byte> buffer_;
   tensorflow::Example example_;

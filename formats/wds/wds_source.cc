@@ -124,6 +124,16 @@ class WdsSource final : public FileListSource {
     return Status::OK();
   }
 
+  // The current tar is done with: the next one is opened on the next call.
+  void EndArchive() {
+    CloseArchive();
+    LeaveFile(file_size_);
+  }
+
+  std::uint64_t position_in_file() const override {
+    return archive_ != nullptr ? read_position_ : 0;
+  }
+
   void CloseArchive() {
     if (archive_ != nullptr) archive_read_free(archive_);
     archive_ = nullptr;
@@ -183,8 +193,7 @@ class WdsSource final : public FileListSource {
                                        "; the rest of this tar is not read");
     pending_.reset();
     ready_.push_back(std::move(failed));
-    CloseArchive();
-    ++file_index_;
+    EndArchive();
   }
 
   void ReadMember() {
@@ -193,8 +202,7 @@ class WdsSource final : public FileListSource {
     const auto offset = static_cast<std::uint64_t>(archive_read_header_position(archive_));
     if (header == ARCHIVE_EOF) {
       Flush();
-      CloseArchive();
-      ++file_index_;
+      EndArchive();
       return;
     }
     if (header != ARCHIVE_OK && header != ARCHIVE_WARN) {
@@ -369,7 +377,6 @@ class WdsSource final : public FileListSource {
   std::uint64_t read_position_ = 0;
   std::vector<std::byte> read_buffer_ = std::vector<std::byte>(1 << 20);
   ReadAhead read_ahead_;
-  std::size_t file_index_ = 0;
   std::uint64_t samples_in_file_ = 0;
   std::optional<Sample> pending_;
   std::deque<SourceRecord> ready_;

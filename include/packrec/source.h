@@ -81,6 +81,11 @@ class RecordSource {
   virtual const std::vector<std::filesystem::path>& files() const = 0;
   // Records in the source when the format says so up front (index files, MDS, LMDB); else 0.
   virtual std::uint64_t size_hint() const { return 0; }
+  // How far the source has read into files(), as bytes of those files taken in order (a file
+  // left behind counts whole), so a caller can keep the kernel reading ahead of it; skipped
+  // bytes count too (a WebDataset member no record needs). 0 where the source does not read its
+  // files in order (LMDB, MDS).
+  virtual std::uint64_t bytes_read() const { return 0; }
   // A record's own checks and parsing (TFRecord's data CRC32C and tf.Example) need nothing from
   // the records before it, so a caller with threads to spare may take them off the thread that
   // calls Next: once DeferChecks() has returned true, Next hands out records only framed, and

@@ -688,9 +688,8 @@ class FilePrefetcher {
     stop_.store(true, std::memory_order_relaxed);
     thread_.join();
   }
-  // The reading thread's progress: bytes of records read so far (framing aside, about its place
-  // in the files).
-  void Consumed(std::uint64_t bytes) { consumed_.fetch_add(bytes, std::memory_order_relaxed); }
+  // The reading thread's place in the files, as bytes of them in order (RecordSource::bytes_read).
+  void Reached(std::uint64_t bytes) { consumed_.store(bytes, std::memory_order_relaxed); }
 
  private:
   static constexpr std::uint64_t kStep = 8ull << 20;
@@ -838,7 +837,10 @@ class SourcePump {
     for (;;) {
       PumpedRecord pumped;
       Result<bool> more = source_.Next(pumped.record);
-      prefetcher_.Consumed(pumped.record.bytes.size());
+      // Sources that cannot say where they are: about there, counting the records' bytes.
+      records_bytes_ += pumped.record.bytes.size();
+      const std::uint64_t reached = source_.bytes_read();
+      prefetcher_.Reached(reached > 0 ? reached : records_bytes_);
       std::unique_lock lock(mutex_);
       if (!more.ok() || !*more) {
         if (!more.ok()) final_ = more.status();
@@ -908,6 +910,7 @@ class SourcePump {
   const ConvertOptions& options_;
   const bool deferred_checks_;  // the workers finish each record (RecordSource::DeferChecks)
   FilePrefetcher prefetcher_;
+  std::uint64_t records_bytes_ = 0;  // read so far; the reading thread's alone
   std::mutex mutex_;
   std::condition_variable ready_;  // the writer waits here for its next record
   std::condition_variable space_;  // the reader waits here for room

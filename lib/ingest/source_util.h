@@ -106,14 +106,27 @@ struct SequentialFile {
   std::size_t window_size_ = 0;
 };
 
-// The base of the sources that read a list of files.
+// The base of the sources that read a list of files, one after the other.
 class FileListSource : public RecordSource {
  public:
   const std::vector<std::filesystem::path>& files() const override { return files_; }
+  std::uint64_t bytes_read() const override { return files_behind_bytes_ + position_in_file(); }
 
  protected:
   explicit FileListSource(std::vector<std::filesystem::path> files) : files_(std::move(files)) {}
+  // Where the source is in the file it has open; 0 when none is.
+  virtual std::uint64_t position_in_file() const = 0;
+  // Done with the current file (read to its end, or given up on): it counts whole in bytes_read.
+  void LeaveFile(std::uint64_t file_size) {
+    files_behind_bytes_ += file_size;
+    ++file_index_;
+  }
+
   std::vector<std::filesystem::path> files_;
+  std::size_t file_index_ = 0;  // the file read now, or files_.size() at the end
+
+ private:
+  std::uint64_t files_behind_bytes_ = 0;
 };
 
 }  // namespace packrec

@@ -150,6 +150,24 @@ TEST_CASE("every export format round-trips through an import: keys, labels, byte
     }
     CHECK((*reader)->info().source_kind == format);
     test::CheckSameRecords(**reader, **expected);
+    // The source says how far into its files it has read: never back, never past them, all of
+    // them at the end. The import keeps the kernel reading ahead of that place.
+    Result<std::unique_ptr<RecordSource>> source =
+        OpenRecordSource(out.output.string(), *detected, {});
+    REQUIRE(source.ok());
+    std::uint64_t total = 0;
+    for (const fs::path& file : (*source)->files()) total += fs::file_size(file);
+    REQUIRE((*source)->files().size() > 1);
+    std::uint64_t last = 0;
+    SourceRecord record;
+    while ((*source)->Next(record).value()) {
+      REQUIRE(record.status.ok());
+      const std::uint64_t reached = (*source)->bytes_read();
+      CHECK(reached >= last);  // wds reads a block of several samples at once
+      CHECK(reached <= total);
+      last = reached;
+    }
+    CHECK((*source)->bytes_read() == total);
   }
 }
 
@@ -480,6 +498,8 @@ TEST_CASE(
     CHECK(record.key == "c.jpg");
     CHECK(record.bytes.size() == image_c.size());
     CHECK_FALSE((*source)->Next(record).value());
+    // Skipped bytes count as read: the import's read-ahead stays ahead of the reader.
+    CHECK((*source)->bytes_read() == fs::file_size(file));
   }
 }
 
