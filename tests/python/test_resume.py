@@ -229,9 +229,9 @@ DDP_RANK = r"""
 import json, sys
 import torch, torch.distributed as dist
 import packrec
-path, out, world, rank, port, stop, resume = sys.argv[1:8]
+path, out, world, rank, store, stop, resume = sys.argv[1:8]
 world, rank, stop = int(world), int(rank), int(stop)
-dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
 state = json.load(open(resume)) if resume != "-" else None
 loader = packrec.Loader(path, batch_size=12 // world, rank=rank, world_size=world, threads=1,
                         transform="none", seed=4, output="numpy", resume_from=state)
@@ -253,14 +253,12 @@ dist.destroy_process_group()
 
 
 def run_ddp(path, tmp_path, world, stop, resume_file=None):
-    import socket  # noqa: PLC0415
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    # The ranks meet through a file of their own, not a TCP port: a free port picked here could be
+    # taken by another test before rank 0 listens on it.
+    store = tmp_path / f"store-{world}-{stop}"
     out = tmp_path / f"ddp-{world}-{stop}.json"
     ranks = [subprocess.Popen([sys.executable, "-c", DDP_RANK, os.fspath(path), os.fspath(out),
-                               str(world), str(rank), str(port), str(stop),
+                               str(world), str(rank), os.fspath(store), str(stop),
                                os.fspath(resume_file) if resume_file else "-"],
                               env=os.environ, stderr=subprocess.PIPE)
              for rank in range(world)]
