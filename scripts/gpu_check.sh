@@ -8,6 +8,8 @@
 #
 # BUILD_DIR is a build with CUDA (PACKREC_HAVE_CUDA=1): scripts/test.sh makes one where the
 # toolkit is at /usr/local/cuda. Exits non-zero when a test fails or no device is found.
+# IMPORT_BENCH=1 also runs the import benchmark (issue 10: import against `cat`; `RUNS` rounds,
+# default 3), which needs the GPU machine's cores rather than its GPU: about 3 minutes on 2 cores.
 set -uo pipefail
 build=${1:-build}
 out=${2:-gpu-check-out}
@@ -79,6 +81,11 @@ run "$packrec" bench "$work/tree" "$work/dataset.shard" "$work/dataset.lmdb" "$w
 step "packrec bench, shard dataset, full stage sweep (no storage probe)"
 run timeout 150 "$packrec" bench "$work/dataset.shard" --no-probe --seconds 0.5 \
   --json "$out/bench_shard.json" -q
+
+if [ "${IMPORT_BENCH:-0}" = 1 ]; then
+  step "import against cat: benchmarks/import_bench.sh $build 8000 ${RUNS:-3}"
+  run_quiet import_bench 30 timeout 420 benchmarks/import_bench.sh "$build" 8000 "${RUNS:-3}"
+fi
 
 if python3 -c "import packrec" 2>/dev/null; then
   step "Python: the loader's device=\"cuda\" tensors"
