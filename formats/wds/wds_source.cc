@@ -63,17 +63,8 @@ class WdsSource final : public FileListSource {
   WdsSource(std::vector<fs::path> files, SourceOptions options)
       : FileListSource(std::move(files)), options_(std::move(options)) {
     if (!options_.read_ahead) read_ahead_.Disable();
-    if (options_.image_field.empty()) {
-      wanted_ = {"jpg", "jpeg", "png", "webp"};
-    } else {
-      wanted_ = {AsciiLower(options_.image_field)};
-    }
-    if (options_.label_field.empty()) {
-      wanted_.insert(wanted_.end(), {"cls", "cls.txt"});
-    } else {
-      wanted_.push_back(AsciiLower(options_.label_field));
-    }
-    wanted_.push_back("json");
+    if (!options_.image_field.empty()) image_extensions_ = {AsciiLower(options_.image_field)};
+    if (!options_.label_field.empty()) label_extensions_ = {AsciiLower(options_.label_field)};
   }
   ~WdsSource() override { CloseArchive(); }
 
@@ -228,7 +219,10 @@ class WdsSource final : public FileListSource {
     const la_int64_t size = archive_entry_size_is_set(entry) ? archive_entry_size(entry) : -1;
     // Captions, features, video: a sample's other members are named in errors, never read. A
     // member too large to read rejects its sample only if the sample needs it.
-    const bool wanted = std::find(wanted_.begin(), wanted_.end(), extension) != wanted_.end();
+    const auto among = [&](const std::vector<std::string>& list) {
+      return std::ranges::find(list, extension) != list.end();
+    };
+    const bool wanted = extension == "json" || among(image_extensions_) || among(label_extensions_);
     if (!wanted || size > kMaxMemberBytes) {
       if (archive_read_data_skip(archive_) != ARCHIVE_OK) {
         FailArchive("truncated or damaged member", offset, name);
@@ -302,13 +296,9 @@ class WdsSource final : public FileListSource {
 
   Status Assemble(SourceRecord& record) {
     Member* image = nullptr;
-    if (!options_.image_field.empty()) {
-      PACKREC_ASSIGN_OR_RETURN(image, FindReadable(AsciiLower(options_.image_field)));
-    } else {
-      for (const char* extension : {"jpg", "jpeg", "png", "webp"}) {
-        PACKREC_ASSIGN_OR_RETURN(image, FindReadable(extension));
-        if (image != nullptr) break;
-      }
+    for (const std::string& extension : image_extensions_) {
+      PACKREC_ASSIGN_OR_RETURN(image, FindReadable(extension));
+      if (image != nullptr) break;
     }
     std::string present;
     for (const Member& member : pending_->members) {
@@ -334,9 +324,7 @@ class WdsSource final : public FileListSource {
     }
     bool labelled = false;
     const std::string label_field = AsciiLower(options_.label_field);
-    for (const std::string& extension : label_field.empty()
-                                            ? std::vector<std::string>{"cls", "cls.txt"}
-                                            : std::vector<std::string>{label_field}) {
+    for (const std::string& extension : label_extensions_) {
       PACKREC_ASSIGN_OR_RETURN(Member * member, FindReadable(extension));
       if (member != nullptr) {
         if (!ParseLabelText(AsText(member->bytes), &record.label)) {
@@ -381,7 +369,10 @@ class WdsSource final : public FileListSource {
   std::optional<Sample> pending_;
   std::deque<SourceRecord> ready_;
   ClassNameCollector class_names_;
-  std::vector<std::string> wanted_;  // the extensions a record is made from
+  // The members a record is made from (and json): the image is the first of image_extensions_
+  // present, the label the first of label_extensions_.
+  std::vector<std::string> image_extensions_ = {"jpg", "jpeg", "png", "webp"};
+  std::vector<std::string> label_extensions_ = {"cls", "cls.txt"};
 };
 
 }  // namespace

@@ -689,7 +689,7 @@ class FilePrefetcher {
     thread_.join();
   }
   // The reading thread's place in the files, as bytes of them in order (RecordSource::bytes_read).
-  void Reached(std::uint64_t bytes) { consumed_.store(bytes, std::memory_order_relaxed); }
+  void Reached(std::uint64_t bytes) { reached_.store(bytes, std::memory_order_relaxed); }
 
  private:
   static constexpr std::uint64_t kStep = 8ull << 20;
@@ -705,7 +705,7 @@ class FilePrefetcher {
       if (!size.ok()) continue;
       for (std::uint64_t offset = 0; offset < *size; offset += kStep) {
         // Polled: a few wakeups a second while ahead cost less than a handshake per record.
-        while (requested >= consumed_.load(std::memory_order_relaxed) + kAhead) {
+        while (requested >= reached_.load(std::memory_order_relaxed) + kAhead) {
           if (stop_.load(std::memory_order_relaxed)) return;
           std::this_thread::sleep_for(std::chrono::milliseconds(2));
         }
@@ -718,7 +718,7 @@ class FilePrefetcher {
   }
 
   const std::vector<fs::path>& files_;
-  std::atomic<std::uint64_t> consumed_{0};
+  std::atomic<std::uint64_t> reached_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;  // last: started once everything above exists
 };

@@ -503,6 +503,44 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("WebDataset --image-field and --label-field pick the members, any case") {
+  test::TempDir dir;
+  fs::create_directories(dir / "src");
+  const auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / "src" / name, std::ios::binary) << text;
+  };
+  write("a.jpg", "jpeg bytes");
+  write("a.png", "png bytes");
+  write("a.cls", "1");
+  write("a.label", "5");
+  const fs::path tar = dir / "fields.tar";
+  REQUIRE(std::system(("cd " + test::Quote(dir / "src") + " && tar -cf " + test::Quote(tar) +
+                       " a.jpg a.png a.cls a.label")
+                          .c_str()) == 0);
+  struct Case {
+    std::string image_field, label_field, key, bytes;
+    std::uint32_t label;
+  };
+  for (const Case& want :
+       {Case{"", "", "a.jpg", "jpeg bytes", 1}, Case{"PNG", "Label", "a.png", "png bytes", 5}}) {
+    CAPTURE(want.image_field);
+    SourceOptions options;
+    options.image_field = want.image_field;
+    options.label_field = want.label_field;
+    Result<std::unique_ptr<RecordSource>> source =
+        OpenRecordSource(tar.string(), SourceFormat::kWebDataset, options);
+    REQUIRE(source.ok());
+    SourceRecord record;
+    REQUIRE((*source)->Next(record).value());
+    REQUIRE_MESSAGE(record.status.ok(), record.status.ToString());
+    CHECK(record.key == want.key);
+    CHECK(record.label == want.label);
+    CHECK(std::string(reinterpret_cast<const char*>(record.bytes.data()), record.bytes.size()) ==
+          want.bytes);
+    CHECK_FALSE((*source)->Next(record).value());
+  }
+}
+
 // A file that shrinks while it is read cannot be read on from the same place: RecordIO, like
 // TFRecord, ends the file with one error naming it, rather than failing at the same byte for ever.
 TEST_CASE("a RecordIO or TFRecord cut short while it is read ends with one named error") {
