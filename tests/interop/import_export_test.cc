@@ -541,6 +541,29 @@ TEST_CASE("WebDataset --image-field and --label-field pick the members, any case
   }
 }
 
+TEST_CASE("a WebDataset tar cut short inside a skipped member is one named reject") {
+  test::TempDir dir;
+  fs::create_directories(dir / "src");
+  std::ofstream(dir / "src" / "a.jpg", std::ios::binary) << std::string(5000, 'a');
+  std::ofstream(dir / "src" / "a.npy", std::ios::binary) << std::string(1 << 20, 'n');
+  std::ofstream(dir / "src" / "b.jpg", std::ios::binary) << std::string(5000, 'b');
+  const fs::path tar = dir / "cut.tar";
+  REQUIRE(std::system(("cd " + test::Quote(dir / "src") + " && tar -cf " + test::Quote(tar) +
+                       " a.jpg a.npy b.jpg")
+                          .c_str()) == 0);
+  fs::resize_file(tar, 512 * 1024);  // half way through a.npy
+  Result<std::unique_ptr<RecordSource>> source =
+      OpenRecordSource(tar.string(), SourceFormat::kWebDataset, {});
+  REQUIRE(source.ok());
+  SourceRecord record;
+  REQUIRE((*source)->Next(record).value());
+  CHECK(record.status.code() == StatusCode::kCorruption);
+  CHECK(record.status.message().find("truncated or damaged member") != std::string::npos);
+  CHECK(record.origin.find(tar.string() + " sample 0 at byte ") == 0);
+  CHECK(record.origin.find("(member a.npy)") != std::string::npos);
+  CHECK_FALSE((*source)->Next(record).value());
+}
+
 // A file that shrinks while it is read cannot be read on from the same place: RecordIO, like
 // TFRecord, ends the file with one error naming it, rather than failing at the same byte for ever.
 TEST_CASE("a RecordIO or TFRecord cut short while it is read ends with one named error") {
