@@ -2,10 +2,10 @@
 # Two packrec binaries importing the same sources, alternating, medians: the side-by-side check for
 # a change to the import (docs/benchmarks.md, issue 10). Warm (page cache), or with COLD=1 the
 # source's pages evicted (posix_fadvise DONTNEED) before every run, `cat` of the same files timed
-# the same way beside them. Sources as
-# import_bench.sh makes them (IMAGES synthetic images as wds, tfrecord, recordio and a Caffe LMDB);
-# outputs in OUT_TMP (default /dev/shm). Extra arguments go to every `packrec convert`, e.g.
-# `--resize-short 64 --quality 85` for an import that re-encodes.
+# the same way beside them. Sources as import_bench.sh makes them (IMAGES synthetic images as wds,
+# tfrecord, recordio, MDS and a Caffe LMDB); outputs in OUT_TMP (default /dev/shm). Extra
+# arguments go to every `packrec convert`, e.g. `--resize-short 64 --quality 85` for an import
+# that re-encodes.
 # With PERF=1 it also runs each binary once per source under `perf record` and prints the CPU
 # seconds of every thread (named: packrec-read, -prep, -wbehind, -fetch; the main thread lays
 # out the output; the write-behind threads, one per output file in turn, are summed) and the
@@ -29,6 +29,7 @@ for format in wds tfrecord recordio; do
   "$new" convert "$work/tree" "$work/$format" --format "$format" --shard-size 64MiB -q >/dev/null
 done
 "$new" convert "$work/tree" "$work/caffe" --format lmdb --lmdb-values caffe-datum -q >/dev/null
+python3 "$(dirname "$0")/make_mds.py" "$work/tree" "$work/mds"
 if [[ -n ${WDS_EXTRA_KB:-} ]]; then
   python3 "$(dirname "$0")/add_wds_members.py" "$work/wds" "$work/wds-extra" "$WDS_EXTRA_KB"
   rm -rf "$work/wds"
@@ -57,11 +58,11 @@ threads() {
 mode=warm
 [[ ${COLD:-0} == 1 ]] && mode=cold
 echo "$mode import, $images images, medians of $runs alternating runs ($(nproc) cores); flags: ${*:-none}"
-for source in wds tfrecord recordio caffe; do
+for source in wds tfrecord recordio mds caffe; do
   from=()
   [[ $source == caffe ]] && from=(--from caffe-lmdb)
   mapfile -t files < <(find "$work/$source" -name '*.tar' -o -name '*.tfrecord' -o -name '*.rec' \
-    -o -name data.mdb | sort)
+    -o -name '*.mds' -o -name data.mdb | sort)
   declare -A times=([cat]="" [old]="" [new]="")
   for ((r = 0; r < runs; r++)); do
     for which in cat old new; do

@@ -1,5 +1,6 @@
-// MDS import: one shard in memory at a time (MDS shards are small: 64 MiB by default), samples
-// bounds-checked against the shard before a byte is read.
+// MDS import: raw shards read in order through a window, only the columns a record is made from;
+// zstd shards decompressed one at a time (small: 64 MiB by default). Every sample is
+// bounds-checked against the shard's size before a byte of it is read.
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -98,100 +99,138 @@ Result<std::vector<Shard>> ReadIndex(const fs::path& dir) {
   return shards;
 }
 
-class MdsSource final : public RecordSource {
+class MdsSource final : public FileListSource {
  public:
-  MdsSource(fs::path dir, std::vector<Shard> shards, SourceOptions options)
-      : dir_(std::move(dir)), shards_(std::move(shards)), options_(std::move(options)) {
-    for (const Shard& shard : shards_) {
-      files_.push_back(dir_ / shard.file);
-      total_ += shard.samples;
-    }
+  MdsSource(std::vector<Shard> shards, std::vector<fs::path> files, SourceOptions options)
+      : FileListSource(std::move(files)), shards_(std::move(shards)), options_(std::move(options)) {
+    for (const Shard& shard : shards_) total_ += shard.samples;
+    if (!options_.read_ahead) in_.read_ahead.Disable();
   }
 
   Result<bool> Next(SourceRecord& record) override {
     for (;;) {
       if (!loaded_) {
-        if (shard_index_ == shards_.size()) return false;
+        if (file_index_ == files_.size()) return false;
         record = SourceRecord{};
-        record.origin = files_[shard_index_].string();
+        record.origin = files_[file_index_].string();
         record.status = LoadShard();
         if (!record.status.ok()) {
-          ++shard_index_;  // the next shard may be fine
+          EndShard();  // the next shard may be fine
           return true;
         }
       }
-      if (sample_ == samples_) {
-        loaded_ = false;
-        data_ = {};
-        mapped_ = MappedFile();
-        decompressed_ = {};
-        ++shard_index_;
+      if (sample_ + 1 >= offsets_.size() || read_failed_) {
+        EndShard();
         continue;
       }
       record = SourceRecord{};
-      const std::uint32_t begin = LoadLE<std::uint32_t>(data_.data() + 4 + 4 * sample_);
-      const std::uint32_t end = LoadLE<std::uint32_t>(data_.data() + 8 + 4 * sample_);
-      record.origin = RecordOrigin(files_[shard_index_], sample_, begin);
+      const std::uint32_t begin = offsets_[sample_];
+      const std::uint32_t end = offsets_[sample_ + 1];
+      record.origin = RecordOrigin(files_[file_index_], sample_, begin);
+      if (in_.is_open()) in_.Prefetch();
       record.status = ParseSample(begin, end, record);
       ++sample_;
+      in_.position = end;
       return true;
     }
   }
 
   std::vector<std::string> classes() const override { return {}; }
   SourceFormat format() const override { return SourceFormat::kMds; }
-  const std::vector<fs::path>& files() const override { return files_; }
   std::uint64_t size_hint() const override { return total_; }
 
  private:
-  // Reads, decompresses and checks one shard's sample table.
+  std::uint64_t position_in_file() const override {
+    if (!loaded_) return 0;
+    return in_.is_open() ? in_.position : shard_file_bytes_;  // a zstd shard is read whole
+  }
+
+  void EndShard() {
+    const std::uint64_t size = in_.is_open() ? in_.size : shard_file_bytes_;
+    in_.Close();
+    decompressed_ = {};
+    offsets_.clear();
+    loaded_ = false;
+    read_failed_ = false;
+    LeaveFile(size);
+  }
+
+  // Opens the shard, and reads and checks its sample table. A raw shard is then read in order
+  // through a window, sample by sample, rather than mapped: memory stays bounded, and a shard cut
+  // short under the import is an error naming it instead of SIGBUS. A zstd shard is decompressed
+  // whole (it is small: 64 MiB by default).
   Status LoadShard() {
-    const Shard& shard = shards_[shard_index_];
-    // Raw shards are mapped, not copied: a 64 MiB copy costs more than the import's own work.
-    PACKREC_ASSIGN_OR_RETURN(mapped_, MappedFile::Open(files_[shard_index_]));
-    mapped_.AdviseWillNeed();  // MDS shards are small (64 MiB by default): ask for all of it
-    std::span<const std::byte> bytes = mapped_.bytes();
+    const Shard& shard = shards_[file_index_];
+    const fs::path& path = files_[file_index_];
+    shard_file_bytes_ = 0;
+    sample_ = 0;
+    loaded_ = true;
+    std::uint64_t shard_bytes = 0;
     if (shard.zstd) {
-      PACKREC_ASSIGN_OR_RETURN(decompressed_, DecompressZstdFrames(bytes, kMaxShardBytes,
-                                                                   files_[shard_index_].string()));
-      mapped_ = MappedFile();
-      bytes = decompressed_;
+      PACKREC_ASSIGN_OR_RETURN(const std::vector<std::byte> compressed, ReadWholeFile(path));
+      shard_file_bytes_ = compressed.size();
+      PACKREC_ASSIGN_OR_RETURN(decompressed_,
+                               DecompressZstdFrames(compressed, kMaxShardBytes, path.string()));
+      shard_bytes = decompressed_.size();
+    } else {
+      if (Status open = in_.Open(path); !open.ok()) {
+        in_.Close();
+        return open;
+      }
+      in_.Prefetch();
+      shard_bytes = in_.size;
     }
-    if (bytes.size() < 4) {
-      return Status::Truncated("shard of " + std::to_string(bytes.size()) +
+    if (shard_bytes < 4) {
+      return Status::Truncated("shard of " + std::to_string(shard_bytes) +
                                " bytes has no sample count");
     }
-    const std::uint64_t count = LoadLE<std::uint32_t>(bytes.data());
+    std::vector<std::byte> table;
+    PACKREC_RETURN_IF_ERROR(ReadShard(0, 4, table));
+    const std::uint64_t count = LoadLE<std::uint32_t>(table.data());
     if (count != shard.samples) {
       return Status::Corruption("holds " + std::to_string(count) + " samples, index.json says " +
                                 std::to_string(shard.samples));
     }
-    if ((bytes.size() - 4) / 4 < count + 1) {
+    if ((shard_bytes - 4) / 4 < count + 1) {
       return Status::Truncated("sample table cut short (expected " +
                                std::to_string(4 + 4 * (count + 1)) + " bytes, got " +
-                               std::to_string(bytes.size()) + ")");
+                               std::to_string(shard_bytes) + ")");
     }
+    table.clear();
+    PACKREC_RETURN_IF_ERROR(ReadShard(4, static_cast<std::size_t>(4 * (count + 1)), table));
     const std::uint64_t table_end = 4 + 4 * (count + 1);
     std::uint64_t previous = table_end;
-    for (std::uint64_t i = 0; i <= count; ++i) {
-      const std::uint64_t offset = LoadLE<std::uint32_t>(bytes.data() + 4 + 4 * i);
-      if (offset < previous || offset > bytes.size()) {
+    offsets_.resize(static_cast<std::size_t>(count + 1));
+    for (std::size_t i = 0; i < offsets_.size(); ++i) {
+      const std::uint32_t offset = LoadLE<std::uint32_t>(table.data() + 4 * i);
+      if (offset < previous || offset > shard_bytes) {
         return Status::Corruption("sample offset " + std::to_string(i) + " (" +
                                   std::to_string(offset) + ") is out of order or past the end (" +
-                                  std::to_string(bytes.size()) + " bytes)");
+                                  std::to_string(shard_bytes) + " bytes)");
       }
+      offsets_[i] = offset;
       previous = offset;
     }
-    data_ = bytes;
-    samples_ = count;
-    sample_ = 0;
-    loaded_ = true;
+    in_.position = offsets_[0];
     return Status::OK();
+  }
+
+  // Appends the `length` bytes at `offset` of the loaded shard, which the sample table has
+  // bounds-checked, to `out`. A failed read (the file shrank, an I/O error) ends the shard.
+  Status ReadShard(std::uint64_t offset, std::size_t length, std::vector<std::byte>& out) {
+    if (!in_.is_open()) {
+      const auto from = decompressed_.begin() + static_cast<std::ptrdiff_t>(offset);
+      out.insert(out.end(), from, from + static_cast<std::ptrdiff_t>(length));
+      return Status::OK();
+    }
+    Status read = in_.AppendTo(offset, length, out);
+    if (!read.ok()) read_failed_ = true;
+    return read;
   }
 
   const Column* Pick(const std::string& wanted, std::initializer_list<const char*> usual,
                      std::size_t* index) const {
-    const std::vector<Column>& columns = shards_[shard_index_].columns;
+    const std::vector<Column>& columns = shards_[file_index_].columns;
     for (std::size_t c = 0; c < columns.size(); ++c) {
       if (!wanted.empty() ? columns[c].name == wanted : false) {
         *index = c;
@@ -210,28 +249,33 @@ class MdsSource final : public RecordSource {
     return nullptr;
   }
 
+  // Reads only the columns a record is made from: the image into the record, the label and the
+  // key into buffers of their own, in file order.
   Status ParseSample(std::uint32_t begin, std::uint32_t end, SourceRecord& record) {
-    const std::vector<Column>& columns = shards_[shard_index_].columns;
-    const std::span<const std::byte> sample(data_.data() + begin, end - begin);
-    // Where each column's bytes lie in the sample.
-    std::vector<std::span<const std::byte>> fields(columns.size());
+    const std::vector<Column>& columns = shards_[file_index_].columns;
+    const std::uint64_t sample_size = end - begin;
     std::size_t variable = 0;
     for (const Column& column : columns) variable += column.size ? 0 : 1;
-    if (sample.size() / 4 < variable) {
-      return Status::Truncated("sample of " + std::to_string(sample.size()) +
+    if (sample_size / 4 < variable) {
+      return Status::Truncated("sample of " + std::to_string(sample_size) +
                                " bytes is shorter than its size header");
     }
-    std::size_t position = 4 * variable, next_size = 0;
+    sizes_header_.clear();
+    PACKREC_RETURN_IF_ERROR(ReadShard(begin, 4 * variable, sizes_header_));
+    // Where each column's bytes lie in the sample: (offset in the sample, size).
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> fields(columns.size());
+    std::uint64_t position = 4 * variable;
+    std::size_t next_size = 0;
     for (std::size_t c = 0; c < columns.size(); ++c) {
-      const std::uint64_t size = columns[c].size
-                                     ? *columns[c].size
-                                     : LoadLE<std::uint32_t>(sample.data() + 4 * next_size++);
-      if (size > sample.size() - position) {
+      const std::uint64_t size =
+          columns[c].size ? *columns[c].size
+                          : LoadLE<std::uint32_t>(sizes_header_.data() + 4 * next_size++);
+      if (size > sample_size - position) {
         return Status::Corruption("column " + columns[c].name + " of " + std::to_string(size) +
                                   " bytes runs past the sample's end");
       }
-      fields[c] = sample.subspan(position, static_cast<std::size_t>(size));
-      position += static_cast<std::size_t>(size);
+      fields[c] = {position, size};
+      position += size;
     }
     std::size_t image_column = 0, label_column = 0, key_column = 0;
     const Column* image =
@@ -247,25 +291,34 @@ class MdsSource final : public RecordSource {
       return Status::NotSupported("image column " + image->name + " has encoding " +
                                   image->encoding + "; encoded images (bytes, jpeg, png) only");
     }
-    if (const Column* label =
-            Pick(options_.label_field, {"label", "cls", "y", "target"}, &label_column)) {
-      PACKREC_RETURN_IF_ERROR(ParseLabel(*label, fields[label_column], &record.label));
-    } else if (!options_.label_field.empty()) {
+    const Column* label =
+        Pick(options_.label_field, {"label", "cls", "y", "target"}, &label_column);
+    if (label == nullptr && !options_.label_field.empty()) {
       return Status::InvalidInput("no column " + options_.label_field);
     }
     const Column* key =
         Pick(options_.key_field, {"key", "filename", "__key__", "path", "id"}, &key_column);
-    if (key != nullptr && (key->encoding == "str" || key->encoding == "bytes") &&
-        !fields[key_column].empty()) {
-      record.key.assign(reinterpret_cast<const char*>(fields[key_column].data()),
-                        fields[key_column].size());
+    if (key != nullptr && key->encoding != "str" && key->encoding != "bytes") key = nullptr;
+    label_bytes_.clear();
+    key_bytes_.clear();
+    for (std::size_t c = 0; c < columns.size(); ++c) {
+      std::vector<std::byte>* into = c == image_column                       ? &record.bytes
+                                     : label != nullptr && c == label_column ? &label_bytes_
+                                     : key != nullptr && c == key_column     ? &key_bytes_
+                                                                             : nullptr;
+      if (into == nullptr) continue;  // a column no record is made from: not read
+      PACKREC_RETURN_IF_ERROR(
+          ReadShard(begin + fields[c].first, static_cast<std::size_t>(fields[c].second), *into));
+    }
+    if (label != nullptr) PACKREC_RETURN_IF_ERROR(ParseLabel(*label, label_bytes_, &record.label));
+    if (!key_bytes_.empty()) {
+      record.key.assign(reinterpret_cast<const char*>(key_bytes_.data()), key_bytes_.size());
     } else {
       char suffix[32];
       std::snprintf(suffix, sizeof suffix, "/%09llu.", static_cast<unsigned long long>(sample_));
-      record.key = files_[shard_index_].filename().string() + suffix +
-                   std::string(SniffImageExtension(fields[image_column]));
+      record.key = files_[file_index_].filename().string() + suffix +
+                   std::string(SniffImageExtension(record.bytes));
     }
-    record.bytes.assign(fields[image_column].begin(), fields[image_column].end());
     return Status::OK();
   }
 
@@ -304,18 +357,17 @@ class MdsSource final : public RecordSource {
     return Status::OK();
   }
 
-  fs::path dir_;
   std::vector<Shard> shards_;
   SourceOptions options_;
-  std::vector<fs::path> files_;
   std::uint64_t total_ = 0;
-  std::size_t shard_index_ = 0;
-  bool loaded_ = false;
-  MappedFile mapped_;
-  std::vector<std::byte> decompressed_;
-  std::span<const std::byte> data_;  // the loaded shard: in mapped_ or decompressed_
-  std::uint64_t samples_ = 0;
+  bool loaded_ = false;                  // the shard files_[file_index_] is open and its table read
+  bool read_failed_ = false;             // reading it on would fail the same way: it ends
+  SequentialFile in_;                    // a raw shard
+  std::vector<std::byte> decompressed_;  // a zstd shard
+  std::uint64_t shard_file_bytes_ = 0;   // a zstd shard's file
+  std::vector<std::uint32_t> offsets_;   // the sample table: samples + 1 offsets
   std::uint64_t sample_ = 0;
+  std::vector<std::byte> sizes_header_, label_bytes_, key_bytes_;  // reused sample to sample
 };
 
 }  // namespace
@@ -323,7 +375,9 @@ class MdsSource final : public RecordSource {
 Result<std::unique_ptr<RecordSource>> OpenMdsSource(const fs::path& dir,
                                                     const SourceOptions& options) {
   PACKREC_ASSIGN_OR_RETURN(std::vector<Shard> shards, ReadIndex(dir));
-  return std::unique_ptr<RecordSource>(new MdsSource(dir, std::move(shards), options));
+  std::vector<fs::path> files;
+  for (const Shard& shard : shards) files.push_back(dir / shard.file);
+  return std::unique_ptr<RecordSource>(new MdsSource(std::move(shards), std::move(files), options));
 }
 
 }  // namespace packrec::mds

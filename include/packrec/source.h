@@ -83,8 +83,8 @@ class RecordSource {
   virtual std::uint64_t size_hint() const { return 0; }
   // How far the source has read into files(), as bytes of those files taken in order (a file
   // left behind counts whole), so a caller can keep the kernel reading ahead of it; skipped
-  // bytes count too (a WebDataset member no record needs). 0 where the source does not read its
-  // files in order (LMDB, MDS).
+  // bytes count too (a WebDataset member no record needs, an MDS column). 0 where the source
+  // does not read its files in order (LMDB).
   virtual std::uint64_t bytes_read() const { return 0; }
   // A record's own checks and parsing (TFRecord's data CRC32C and tf.Example) need nothing from
   // the records before it, so a caller with threads to spare may take them off the thread that
