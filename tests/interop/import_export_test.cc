@@ -448,6 +448,48 @@ TEST_CASE("a WebDataset tar of sparse members reads their holes as zeros, a trai
   }
 }
 
+// A sparse map whose entries go backwards (a damaged or forged header; libarchive hands the blocks
+// over in the map's order) is a damaged member, not bytes written over the ones before them.
+TEST_CASE("a WebDataset sparse member whose map goes backwards is one named reject") {
+  test::TempDir dir;
+  fs::create_directories(dir / "src");
+  std::vector<std::byte> image(19384, std::byte{0x5a});
+  std::fill(image.begin() + 4096, image.begin() + 16384, std::byte{0});  // a hole
+  WriteSparse(dir / "src" / "a.jpg", image);
+  std::ofstream(dir / "src" / "b.jpg", std::ios::binary) << std::string(5000, 'b');
+  const fs::path tar = dir / "backwards.tar";
+  REQUIRE(std::system(("cd " + test::Quote(dir / "src") + " && tar --sparse --format=gnu -cf " +
+                       test::Quote(tar) + " a.jpg b.jpg")
+                          .c_str()) == 0);
+  // GNU tar's old sparse header: type 'S', four (offset, size) pairs of 12 octal digits at 386.
+  std::vector<std::byte> bytes = test::ReadBytes(tar);
+  REQUIRE(static_cast<char>(bytes[156]) == 'S');
+  const auto field = [&](std::size_t at) {
+    return std::string(reinterpret_cast<const char*>(bytes.data()) + at, 12);
+  };
+  REQUIRE(std::stoull(field(386), nullptr, 8) < std::stoull(field(410), nullptr, 8));
+  REQUIRE(std::stoull(field(410 + 12), nullptr, 8) > 0);
+  std::swap_ranges(bytes.begin() + 386, bytes.begin() + 410, bytes.begin() + 410);
+  // The header checksum: the sum of its bytes, the checksum field counted as spaces.
+  std::fill(bytes.begin() + 148, bytes.begin() + 156, std::byte{' '});
+  unsigned sum = 0;
+  for (std::size_t i = 0; i < 512; ++i) sum += static_cast<unsigned>(bytes[i]);
+  char checksum[8];
+  std::snprintf(checksum, sizeof checksum, "%06o", sum);
+  std::memcpy(bytes.data() + 148, checksum, 7);
+  test::WriteBytes(tar, bytes);
+  Result<std::unique_ptr<RecordSource>> source =
+      OpenRecordSource(tar.string(), SourceFormat::kWebDataset, {});
+  REQUIRE(source.ok());
+  SourceRecord record;
+  REQUIRE((*source)->Next(record).value());
+  CHECK(record.status.code() == StatusCode::kCorruption);
+  CHECK(record.status.message().find("truncated or damaged member") != std::string::npos);
+  CHECK(record.origin.find(tar.string() + " sample 0 at byte 0") == 0);
+  CHECK(record.origin.find("(member a.jpg)") != std::string::npos);
+  CHECK_FALSE((*source)->Next(record).value());
+}
+
 TEST_CASE(
     "WebDataset members no record needs are skipped unread, an image over 2 GiB rejects "
     "only its sample") {
