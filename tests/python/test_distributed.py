@@ -46,13 +46,20 @@ def test_torch_distributed_run_ranks_share_each_epoch(datasets, tmp_path, world)
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     out = tmp_path / "epochs.json"
-    run = subprocess.run(
-        # --redirects/--tee 1: Debian's torch 1.13 under Python 3.11 cannot parse their default
-        # "0" (IntFlag iteration changed in 3.11 and skips Std.NONE), so torchrun fails without.
-        [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={world}",
-         "--redirects=1", "--tee=1", "--nnodes=1", "--master_addr=127.0.0.1", f"--master_port={free_port()}",
-         os.fspath(script), os.fspath(datasets["shard"]), os.fspath(out)],
-        env=os.environ, capture_output=True, timeout=300, check=False)
+    # The port is free when picked and closed again before torchrun listens on it, so another
+    # process can take it in between: only that failure is tried again, on another port.
+    for attempt in range(3):
+        run = subprocess.run(
+            # --redirects/--tee 1: Debian's torch 1.13 under Python 3.11 cannot parse their
+            # default "0" (IntFlag iteration changed in 3.11 and skips Std.NONE), so torchrun
+            # fails without.
+            [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={world}",
+             "--redirects=1", "--tee=1", "--nnodes=1", "--master_addr=127.0.0.1",
+             f"--master_port={free_port()}",
+             os.fspath(script), os.fspath(datasets["shard"]), os.fspath(out)],
+            env=os.environ, capture_output=True, timeout=300, check=False)
+        if run.returncode == 0 or b"Address already in use" not in run.stderr:
+            break
     assert run.returncode == 0, run.stderr.decode()[-3000:]
     epochs = json.loads(out.read_text())
     n = len(packrec.open(datasets["shard"]))
