@@ -183,6 +183,21 @@ SourceFormat FormatOfName(std::string name) {
   return SourceFormat::kAuto;
 }
 
+// The file names a container format's files have ("*.rec"), for messages; nullptr for formats
+// that are not read from a list of files.
+const char* ContainerFileNames(SourceFormat format) {
+  switch (format) {
+    case SourceFormat::kWebDataset:
+      return "*.tar (.tar.gz, .tgz, .tar.zst, .tar.xz, .tar.bz2)";
+    case SourceFormat::kTfRecord:
+      return "*.tfrecord (.tfrecords, .tfr)";
+    case SourceFormat::kRecordIo:
+      return "*.rec";
+    default:
+      return nullptr;
+  }
+}
+
 // A directory of container files and nothing else that could be data (no sub-directories, so
 // not an image folder): its files of that format, sorted. Companions (.idx, .lst, .json, ...)
 // are left aside. Empty when `dir` is not such a directory.
@@ -317,7 +332,19 @@ Result<std::unique_ptr<RecordSource>> OpenRecordSource(const std::string& spec, 
   } else if (files.size() == 1 && fs::is_directory(files.front(), error)) {
     SourceFormat contained = SourceFormat::kAuto;
     std::vector<fs::path> inside = ContainerFilesIn(files.front(), &contained);
-    if (!inside.empty() && contained == format) files = std::move(inside);
+    if (!inside.empty() && contained == format) {
+      files = std::move(inside);
+    } else if (const char* names = ContainerFileNames(format)) {
+      // Left as it is, the directory would fail as a file that cannot be read.
+      const std::string holds =
+          inside.empty() ? ""
+                         : " (it holds " + std::string(SourceFormatName(contained)) + " files)";
+      return Status::InvalidInput("--from " + std::string(SourceFormatName(format)) + ": " +
+                                  files.front().string() + " is a directory without " + names +
+                                  " files" + holds +
+                                  "; name the files (a glob or a brace range), or leave out "
+                                  "--from to detect the format");
+    }
   }
   const auto one = [&]() -> Result<fs::path> {
     if (files.size() != 1) {

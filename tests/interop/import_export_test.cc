@@ -379,6 +379,18 @@ TEST_CASE("a directory holding only container files imports as that format, file
   CHECK(std::string(first->key).rfind((*reader)->info().classes.at(0) + "/", 0) == 0);
   // A tree with sub-directories stays an image folder.
   CHECK(DetectSourceFormat((dir / "tree").string()).value() == SourceFormat::kImageFolder);
+  // --from a format the directory holds no files of: said so, not "cannot read a directory".
+  Result<std::unique_ptr<RecordSource>> wrong =
+      OpenRecordSource((dir / "plain").string(), SourceFormat::kRecordIo, {});
+  CHECK(wrong.status().code() == StatusCode::kInvalidInput);
+  CHECK(wrong.status().message() == "--from recordio: " + (dir / "plain").string() +
+                                        " is a directory without *.rec files (it holds tfrecord "
+                                        "files); name the files (a glob or a brace range), or "
+                                        "leave out --from to detect the format");
+  wrong = OpenRecordSource((dir / "tree").string(), SourceFormat::kWebDataset, {});
+  CHECK(wrong.status().code() == StatusCode::kInvalidInput);
+  CHECK(wrong.status().message().find(" is a directory without *.tar") != std::string::npos);
+  CHECK(wrong.status().message().find("(it holds") == std::string::npos);
 }
 
 // Writes `bytes` leaving every all-zero 4 KiB block unwritten (a hole), and sets the size, so a
