@@ -1,10 +1,12 @@
-// A full disk or an unwritable output during convert, for every format: a clear error naming the
-// path, and nothing left behind but the records up to the last resume point, which --resume
-// continues from once there is space. Uses real tmpfs mounts; skipped (with a message) where the
-// test may not mount one (not root).
+// A full disk or an unwritable output during convert, for every format and export: a clear error
+// naming the path, and nothing left behind but the records up to the last resume point, which
+// --resume continues from once there is space. Uses real tmpfs mounts; skipped (with a message)
+// where the test may not mount one (not root).
 #include <doctest/doctest.h>
 
 #include <cstdlib>
+#include <iterator>
+#include <vector>
 
 #include "../formats/shard_test_util.h"
 #include "packrec/convert.h"
@@ -28,6 +30,18 @@ const FormatCase kCases[] = {
     {"lmdb", "ds", "data.mdb"},
     {"hdf5", "ds.h5", "ds.h5"},
 };
+// The export formats (docs/interop.md) have no resume point: a failed export leaves nothing.
+const FormatCase kExportCases[] = {
+    {"wds", "out", "shard-000000.tar"},
+    {"tfrecord", "out", "shard-000000.tfrecord"},
+    {"recordio", "out", "shard-000000.rec"},
+};
+
+std::vector<FormatCase> DatasetAndExportCases() {
+  std::vector<FormatCase> cases(std::begin(kCases), std::end(kCases));
+  cases.insert(cases.end(), std::begin(kExportCases), std::end(kExportCases));
+  return cases;
+}
 
 bool NothingLeft(const fs::path& mount_point) { return fs::is_empty(mount_point); }
 
@@ -37,7 +51,7 @@ TEST_CASE("disk full during convert: IOError names the file, exit code 6, no par
   synth.classes = 2;
   synth.per_class = 40;  // about 2 MiB, twice the tmpfs
   REQUIRE(WriteSyntheticTree(dir / "tree", synth).ok());
-  for (const FormatCase& format : kCases) {
+  for (const FormatCase& format : DatasetAndExportCases()) {
     CAPTURE(format.format);
     const fs::path mount_point = dir / ("small-" + format.format);
     test::ScopedTmpfs tmpfs(mount_point, "1m");
@@ -130,7 +144,7 @@ TEST_CASE("output on a read-only file system: IOError names the path, exit code 
     MESSAGE("skipped: cannot mount a read-only tmpfs here (needs root)");
     return;
   }
-  for (const FormatCase& format : kCases) {
+  for (const FormatCase& format : DatasetAndExportCases()) {
     CAPTURE(format.format);
     auto cli =
         test::RunCli("convert -q --format " + format.format + " " + test::Quote(dir / "tree") +
