@@ -2,9 +2,13 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <system_error>
+#include <utility>
 
 #include "core/file_io.h"
 
@@ -16,22 +20,42 @@ namespace fs = std::filesystem;
 // Marks a staging directory as ours, so a leftover of a killed run may be removed.
 constexpr char kStagingMarker[] = ".packrec-staging";
 
+// "out/" names the directory "out": its staging directory is a sibling, not inside it.
+fs::path WithoutTrailingSlash(const fs::path& dir) {
+  return dir.has_filename() || !dir.has_parent_path() ? dir : dir.parent_path();
+}
+
 fs::path StagingPath(const fs::path& dir) {
-  fs::path staging = dir;
+  fs::path staging = WithoutTrailingSlash(dir);
   staging += ".packrec-staging";
   return staging;
+}
+
+// Whether another live run holds the staging marker's lock (ClaimStaging).
+bool HeldByLiveRun(const fs::path& marker) {
+  const ScopedFd fd(::open(marker.c_str(), O_RDONLY | O_CLOEXEC));
+  return fd.get() >= 0 && ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
 }
 
 }  // namespace
 
 Result<OutputDirectory> OutputDirectory::Prepare(const fs::path& dir, const char* marker_file,
-                                                 bool overwrite) {
+                                                 bool overwrite, NewOutput new_output) {
   OutputDirectory out;
-  out.final_dir_ = dir;
-  out.write_dir_ = dir;
+  out.final_dir_ = WithoutTrailingSlash(dir);
+  out.write_dir_ = out.final_dir_;
   std::error_code error;
   const fs::file_status status = fs::symlink_status(dir, error);
   if (!fs::exists(status)) {
+    if (new_output == NewOutput::kStaged) {
+      const fs::path parent = StagingPath(dir).parent_path();
+      if (!parent.empty()) {
+        fs::create_directories(parent, error);
+        if (error) return ErrnoStatus("create directory", parent, error.value());
+      }
+      PACKREC_RETURN_IF_ERROR(out.ClaimStaging());
+      return out;
+    }
     fs::create_directories(dir, error);
     if (error) return ErrnoStatus("create directory", dir, error.value());
     out.created_ = true;
@@ -50,7 +74,10 @@ Result<OutputDirectory> OutputDirectory::Prepare(const fs::path& dir, const char
     }
     if (entries == 1) fs::remove(first_journal, error);
   }
-  if (fs::is_empty(dir, error)) return out;
+  if (fs::is_empty(dir, error)) {
+    if (new_output == NewOutput::kStaged) PACKREC_RETURN_IF_ERROR(out.ClaimStaging());
+    return out;
+  }
   if (fs::exists(dir / kResumeJournalName, error)) {
     if (!overwrite) {
       return Status::AlreadyExists(
@@ -73,26 +100,77 @@ Result<OutputDirectory> OutputDirectory::Prepare(const fs::path& dir, const char
     return Status::AlreadyExists(dir.string() +
                                  " already holds a dataset (pass --overwrite to replace it)");
   }
-  const fs::path staging = StagingPath(dir);
-  if (fs::exists(staging, error)) {
-    if (!fs::exists(staging / kStagingMarker, error)) {
-      return Status::AlreadyExists(
-          staging.string() + " exists and is not packrec's; remove it to replace " + dir.string());
-    }
-    fs::remove_all(staging, error);  // left by a run that was killed
-    if (error) return ErrnoStatus("remove", staging, error.value());
-  }
-  fs::create_directory(staging, error);
-  if (error) return ErrnoStatus("create directory", staging, error.value());
-  PACKREC_RETURN_IF_ERROR(WriteWholeFile(staging / kStagingMarker, {}, false));
-  out.write_dir_ = staging;
-  out.staged_ = true;
+  PACKREC_RETURN_IF_ERROR(out.ClaimStaging());
   return out;
+}
+
+Status OutputDirectory::ClaimStaging() {
+  const fs::path staging = StagingPath(final_dir_);
+  const fs::path marker = staging / kStagingMarker;
+  std::error_code error;
+  if (fs::exists(fs::symlink_status(staging, error))) {
+    // Empty and unmarked, it may be a run's killed between creating it and its marker: rmdir
+    // removes only an empty directory, so nothing of anyone's is lost.
+    if (!fs::exists(marker, error)) {
+      if (::rmdir(staging.c_str()) != 0) {
+        return Status::AlreadyExists(staging.string() + " exists and is not packrec's; remove " +
+                                     "it to write " + final_dir_.string());
+      }
+    } else if (HeldByLiveRun(marker)) {
+      return Status::AlreadyExists(final_dir_.string() + " is being written by another packrec " +
+                                   "run, through " + staging.string());
+    } else {
+      fs::remove_all(staging, error);  // left by a run that was killed
+      if (error) return ErrnoStatus("remove", staging, error.value());
+    }
+  }
+  if (::mkdir(staging.c_str(), 0777) != 0) {
+    return ErrnoStatus("create directory", staging, errno);
+  }
+  const int fd = ::open(marker.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int open_error = errno;
+    fs::remove_all(staging, error);
+    return ErrnoStatus("create", marker, open_error);
+  }
+  // A file system without flock (some network ones) only loses the check for a live run.
+  ::flock(fd, LOCK_EX | LOCK_NB);
+  staging_lock_ = fd;
+  write_dir_ = staging;
+  staged_ = true;
+  return Status::OK();
+}
+
+void OutputDirectory::ReleaseStaging() {
+  if (staging_lock_ >= 0) ::close(std::exchange(staging_lock_, -1));
+}
+
+OutputDirectory::~OutputDirectory() { ReleaseStaging(); }
+
+OutputDirectory::OutputDirectory(OutputDirectory&& other) noexcept
+    : final_dir_(std::move(other.final_dir_)),
+      write_dir_(std::move(other.write_dir_)),
+      created_(other.created_),
+      staged_(other.staged_),
+      settled_(other.settled_),
+      staging_lock_(std::exchange(other.staging_lock_, -1)) {}
+
+OutputDirectory& OutputDirectory::operator=(OutputDirectory&& other) noexcept {
+  if (this != &other) {
+    ReleaseStaging();
+    final_dir_ = std::move(other.final_dir_);
+    write_dir_ = std::move(other.write_dir_);
+    created_ = other.created_;
+    staged_ = other.staged_;
+    settled_ = other.settled_;
+    staging_lock_ = std::exchange(other.staging_lock_, -1);
+  }
+  return *this;
 }
 
 Result<OutputDirectory> OutputDirectory::Reopen(const fs::path& dir) {
   OutputDirectory out;
-  out.final_dir_ = dir;
+  out.final_dir_ = WithoutTrailingSlash(dir);
   std::error_code error;
   if (fs::exists(dir / kResumeJournalName, error)) {
     out.write_dir_ = dir;
@@ -101,6 +179,13 @@ Result<OutputDirectory> OutputDirectory::Reopen(const fs::path& dir) {
   const fs::path staging = StagingPath(dir);
   if (fs::exists(staging / kStagingMarker, error) &&
       fs::exists(staging / kResumeJournalName, error)) {
+    if (HeldByLiveRun(staging / kStagingMarker)) {
+      return Status::AlreadyExists(dir.string() + " is being written by another packrec run, " +
+                                   "through " + staging.string());
+    }
+    const int fd = ::open((staging / kStagingMarker).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) ::flock(fd, LOCK_EX | LOCK_NB);
+    out.staging_lock_ = fd;
     out.write_dir_ = staging;
     out.staged_ = true;
     return out;
@@ -114,10 +199,15 @@ Status OutputDirectory::Commit() {
   settled_ = true;
   if (!staged_) return Status::OK();
   std::error_code error;
-  fs::remove(write_dir_ / kStagingMarker, error);
-  // RENAME_EXCHANGE swaps both names in one step: the path always holds a whole dataset.
-  if (::renameat2(AT_FDCWD, write_dir_.c_str(), AT_FDCWD, final_dir_.c_str(), RENAME_EXCHANGE) !=
-      0) {
+  // The marker goes with the directory and is removed from the final path after, and the lock is
+  // held to then: a run killed in between leaves a whole dataset with an empty marker file in
+  // it, never a staging directory without its marker, which the next run could not tell from
+  // someone else's; and no new run takes the directory before it is renamed.
+  if (!fs::exists(fs::symlink_status(final_dir_, error))) {
+    // Nothing to replace (a new export): rename(2) is atomic too.
+    PACKREC_RETURN_IF_ERROR(RenamePath(write_dir_, final_dir_));
+  } else if (::renameat2(AT_FDCWD, write_dir_.c_str(), AT_FDCWD, final_dir_.c_str(),
+                         RENAME_EXCHANGE) != 0) {
     if (errno != EINVAL && errno != ENOSYS) {
       return ErrnoStatus("exchange with " + final_dir_.string() + " the new dataset", write_dir_,
                          errno);
@@ -132,6 +222,8 @@ Status OutputDirectory::Commit() {
   } else {
     fs::remove_all(write_dir_, error);  // now the old dataset
   }
+  fs::remove(final_dir_ / kStagingMarker, error);
+  ReleaseStaging();
   const fs::path parent = final_dir_.has_parent_path() ? final_dir_.parent_path() : ".";
   return SyncDirectory(parent);
 }
@@ -142,6 +234,7 @@ void OutputDirectory::Abort() {
   std::error_code ignored;
   if (staged_ || created_) {
     fs::remove_all(write_dir_, ignored);
+    ReleaseStaging();
   } else {
     // An existing directory that was empty before we wrote into it.
     for (const fs::directory_entry& entry : fs::directory_iterator(write_dir_, ignored)) {

@@ -16,26 +16,44 @@ inline constexpr char kResumeJournalSuffix[] = ".resume.json";
 
 class OutputDirectory {
  public:
+  // How a missing or empty `dir` is written: in place (a dataset: its resume journal marks an
+  // interrupted run, which --resume continues), or through the staging directory like a
+  // replacement (an export, which has no resume point: `dir` then appears only when whole, and
+  // what a killed run left is removed by the next one).
+  enum class NewOutput { kInPlace, kStaged };
+
   // For the dataset directory `dir`, whose presence is marked by `marker_file` (its manifest):
-  // - missing: created (with parents), written in place.
-  // - an empty directory: written in place.
+  // - missing: created (with parents), written in place; with kStaged, written to the staging
+  //   directory and renamed to `dir` by Commit.
+  // - an empty directory: written in place; with kStaged, staged and swapped in by Commit.
   // - a packrec dataset and `overwrite`: the new dataset is written to a sibling staging
   //   directory and swapped in by Commit, so the old one survives a failed or interrupted run.
   // - an interrupted conversion (it holds a resume journal): with `overwrite` emptied and written
   //   in place; otherwise AlreadyExists, saying to pass --resume or --overwrite.
   // - anything else: AlreadyExists ("pass --overwrite", or not a dataset); nothing is touched.
+  // A staging directory is this run's while it lives (an flock on its marker): one left by a run
+  // that is gone is removed, one another live run is writing is refused (AlreadyExists).
   static Result<OutputDirectory> Prepare(const std::filesystem::path& dir, const char* marker_file,
-                                         bool overwrite);
+                                         bool overwrite,
+                                         NewOutput new_output = NewOutput::kInPlace);
   // The directory an interrupted conversion of `dir` was writing: `dir` itself, or its staging
   // directory when it was replacing a dataset there; the one holding a resume journal. NotFound
   // when neither does.
   static Result<OutputDirectory> Reopen(const std::filesystem::path& dir);
 
+  OutputDirectory() = default;
+  ~OutputDirectory();
+  OutputDirectory(OutputDirectory&& other) noexcept;
+  OutputDirectory& operator=(OutputDirectory&& other) noexcept;
+  OutputDirectory(const OutputDirectory&) = delete;
+  OutputDirectory& operator=(const OutputDirectory&) = delete;
+
   // Where the files go until Commit.
   const std::filesystem::path& write_dir() const { return write_dir_; }
   const std::filesystem::path& final_dir() const { return final_dir_; }
   // Makes what was written visible at the final path: nothing to do when written in place; an
-  // atomic exchange with the old dataset (which is then removed) when staged.
+  // atomic exchange with the old dataset (which is then removed), or a rename where there was
+  // none, when staged.
   Status Commit();
   // Removes everything written; the final path is left as it was before Prepare.
   void Abort();
@@ -43,11 +61,16 @@ class OutputDirectory {
   void Keep() { settled_ = true; }
 
  private:
+  // Creates and locks the staging directory of final_dir_, removing one a dead run left.
+  Status ClaimStaging();
+  void ReleaseStaging();
+
   std::filesystem::path final_dir_;
   std::filesystem::path write_dir_;
-  bool created_ = false;  // final_dir_ did not exist
-  bool staged_ = false;   // replacing an existing dataset through write_dir_
-  bool settled_ = false;  // committed or aborted: nothing more to do
+  bool created_ = false;   // final_dir_ did not exist
+  bool staged_ = false;    // written through write_dir_, a staging directory
+  bool settled_ = false;   // committed or aborted: nothing more to do
+  int staging_lock_ = -1;  // the staging marker, open and flock()ed while this run writes there
 };
 
 }  // namespace packrec

@@ -1,6 +1,6 @@
-// What the export formats (wds, tfrecord, recordio) share: files sealed one after the other in an
-// output directory that becomes visible at Finish, and packrec-export.json, which lists them with
-// their record counts and carries the class names those formats have no place for.
+// What the export formats (wds, tfrecord, recordio) share: files sealed one after the other in a
+// staging directory that becomes the output directory at Finish, and packrec-export.json, which
+// lists them with their record counts and carries the class names those formats have no place for.
 #ifndef PACKREC_LIB_DATASET_EXPORT_WRITER_H_
 #define PACKREC_LIB_DATASET_EXPORT_WRITER_H_
 
@@ -94,12 +94,14 @@ class ExportWriter : public DatasetWriter {
 };
 
 // The factory every export format registers: the output directory prepared (packrec-export.json
-// marks it as ours for --overwrite), then the writer `Writer(out, options)`.
+// marks it as ours for --overwrite; an export has no resume point, so it is always staged and
+// appears whole or not at all), then the writer `Writer(out, options)`.
 template <typename Writer>
 Result<std::unique_ptr<DatasetWriter>> CreateExportWriter(const std::filesystem::path& dir,
                                                           const WriterOptions& options) {
   PACKREC_ASSIGN_OR_RETURN(OutputDirectory out,
-                           OutputDirectory::Prepare(dir, kExportManifestName, options.overwrite));
+                           OutputDirectory::Prepare(dir, kExportManifestName, options.overwrite,
+                                                    OutputDirectory::NewOutput::kStaged));
   return std::unique_ptr<DatasetWriter>(new Writer(std::move(out), options));
 }
 

@@ -162,5 +162,66 @@ TEST_CASE("replacing a dataset is staged: a failed run keeps the old one, a comm
   }
 }
 
+TEST_CASE("an export is staged: OUT appears whole at Commit, a dead run's staging is removed") {
+  test::TempDir dir;
+  constexpr auto kStaged = OutputDirectory::NewOutput::kStaged;
+  const fs::path out = dir / "out";
+  const fs::path staging = dir / "out.packrec-staging";
+  {
+    auto staged = OutputDirectory::Prepare(out, "packrec-export.json", false, kStaged);
+    REQUIRE(staged.ok());
+    CHECK(staged->write_dir() == staging);
+    CHECK_FALSE(fs::exists(out));  // nothing at OUT until the export is whole
+    test::WriteText(staged->write_dir() / "shard-000000.tar", "tar");
+    // Another run for the same OUT while this one lives: refused, this one's files untouched.
+    auto second = OutputDirectory::Prepare(out, "packrec-export.json", true, kStaged);
+    CHECK(second.status().code() == StatusCode::kAlreadyExists);
+    CHECK(second.status().message() ==
+          out.string() + " is being written by another packrec run, through " + staging.string());
+    CHECK(fs::exists(staging / "shard-000000.tar"));
+    REQUIRE(staged->Commit().ok());
+  }
+  CHECK(test::SnapshotTree(out).size() == 1);
+  CHECK_FALSE(fs::exists(staging));
+
+  // What a killed run leaves (the staging directory, its marker no longer locked) is removed by
+  // the next run; "other/" (a trailing slash) still stages beside the directory, not inside it.
+  const fs::path other = dir / "other";
+  test::WriteText(dir / "other.packrec-staging" / ".packrec-staging", "");
+  test::WriteText(dir / "other.packrec-staging" / "shard-000000.tar.tmp", "half");
+  auto after_kill =
+      OutputDirectory::Prepare(other.string() + "/", "packrec-export.json", false, kStaged);
+  REQUIRE(after_kill.ok());
+  CHECK(after_kill->write_dir() == dir / "other.packrec-staging");
+  CHECK_FALSE(fs::exists(dir / "other.packrec-staging" / "shard-000000.tar.tmp"));
+  after_kill->Abort();
+  CHECK_FALSE(fs::exists(dir / "other.packrec-staging"));
+  CHECK_FALSE(fs::exists(other));
+
+  // A staging directory without packrec's marker is not ours: refused, left alone.
+  test::WriteText(dir / "third.packrec-staging" / "notes.txt", "mine");
+  CHECK(OutputDirectory::Prepare(dir / "third", "packrec-export.json", false, kStaged)
+            .status()
+            .code() == StatusCode::kAlreadyExists);
+  CHECK(fs::exists(dir / "third.packrec-staging" / "notes.txt"));
+
+  // Empty and unmarked (a run killed between creating it and its marker): removed, as rmdir
+  // removes nothing but an empty directory.
+  fs::create_directories(dir / "fourth.packrec-staging");
+  auto unmarked = OutputDirectory::Prepare(dir / "fourth", "packrec-export.json", false, kStaged);
+  REQUIRE(unmarked.ok());
+  CHECK(fs::exists(dir / "fourth.packrec-staging" / ".packrec-staging"));
+  unmarked->Abort();
+
+  // An empty OUT is staged too, and swapped in; aborted, it stays as it was.
+  fs::create_directories(dir / "empty");
+  auto empty = OutputDirectory::Prepare(dir / "empty", "packrec-export.json", false, kStaged);
+  REQUIRE(empty.ok());
+  CHECK(empty->write_dir() == dir / "empty.packrec-staging");
+  empty->Abort();
+  CHECK(fs::is_empty(dir / "empty"));
+  CHECK_FALSE(fs::exists(dir / "empty.packrec-staging"));
+}
+
 }  // namespace
 }  // namespace packrec

@@ -190,6 +190,59 @@ TEST_CASE("convert killed with SIGKILL at random points resumes to the uninterru
   CHECK(interrupted > 0);
 }
 
+// An export has no resume point: it is staged beside OUT, so a killed one leaves OUT as it was
+// (absent here), and the same command run again removes what it left and writes it whole.
+TEST_CASE("an export killed with SIGKILL leaves no OUT, and the same command then writes it") {
+  test::TempDir dir;
+  test::SynthTree(dir / "tree", 4, 120, /*seed=*/7, /*size=*/240);
+  std::mt19937_64 random(std::random_device{}());
+  const std::uint64_t seed = random();
+  CAPTURE(seed);
+  random.seed(seed);
+  int interrupted = 0;
+  for (const std::string format : {"wds", "tfrecord", "recordio"}) {
+    CAPTURE(format);
+    const auto args = [&](const fs::path& output) {
+      return std::vector<std::string>{"convert",   "-q",   (dir / "tree").string(), output.string(),
+                                      "--format",  format, "--shard-size",          "192KiB",
+                                      "--threads", "2"};
+    };
+    const auto quoted = [](const std::vector<std::string>& all) {
+      std::string line;
+      for (const std::string& arg : all) line += test::Quote(arg) + " ";
+      return line;
+    };
+    const fs::path reference = dir / ("reference-" + format);
+    const Clock::time_point began = Clock::now();
+    const test::CommandResult reference_run = test::RunCli(quoted(args(reference)));
+    REQUIRE_MESSAGE(reference_run.exit_code == 0, reference_run.output);
+    const auto full = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - began);
+    std::uniform_int_distribution<std::int64_t> when(0, full.count() * 6 / 10);
+    for (int run = 0; run < KillRuns(); ++run) {
+      CAPTURE(run);
+      const fs::path run_dir = dir / ("run-" + format);
+      fs::remove_all(run_dir);
+      fs::create_directories(run_dir);
+      const fs::path output = run_dir / "out";
+      const Outcome outcome = RunAndKill(args(output), std::chrono::microseconds(when(random)));
+      if (outcome.killed && !fs::exists(output)) {
+        ++interrupted;
+        const test::CommandResult again = test::RunCli(quoted(args(output)));
+        REQUIRE_MESSAGE(again.exit_code == 0, again.output);
+      } else if (!outcome.killed) {
+        REQUIRE(outcome.exit_code == 0);
+      }  // else killed after OUT appeared: it is whole, checked below
+      // Exports are deterministic: every file equals the uninterrupted run's.
+      const auto expected = test::SnapshotTree(reference);
+      CHECK(test::SnapshotTree(output) == expected);
+      CHECK(LeftoverNames(run_dir).empty());
+      CHECK_FALSE(fs::exists(run_dir / "out.packrec-staging"));
+    }
+  }
+  MESSAGE("export kill points: " << interrupted << " left no OUT and were run again");
+  CHECK(interrupted > 0);
+}
+
 TEST_CASE(
     "--resume: refusals, nothing to resume, a finished conversion, and the journal's checks") {
   test::TempDir dir;
