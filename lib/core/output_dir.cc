@@ -19,6 +19,10 @@ namespace fs = std::filesystem;
 
 // Marks a staging directory as ours, so a leftover of a killed run may be removed.
 constexpr char kStagingMarker[] = ".packrec-staging";
+// Marks an existing directory an export is written into in place (it may be a mount point, which
+// cannot be staged beside): its contents are the run's, so a leftover of a killed run may be
+// emptied. Not kStagingMarker, which Commit's rename can leave in a finished output.
+constexpr char kInPlaceMarker[] = ".packrec-writing";
 
 // "out/" names the directory "out": its staging directory is a sibling, not inside it.
 fs::path WithoutTrailingSlash(const fs::path& dir) {
@@ -40,14 +44,14 @@ bool HeldByLiveRun(const fs::path& marker) {
 }  // namespace
 
 Result<OutputDirectory> OutputDirectory::Prepare(const fs::path& dir, const char* marker_file,
-                                                 bool overwrite, NewOutput new_output) {
+                                                 bool overwrite, OutputKind kind) {
   OutputDirectory out;
   out.final_dir_ = WithoutTrailingSlash(dir);
   out.write_dir_ = out.final_dir_;
   std::error_code error;
   const fs::file_status status = fs::symlink_status(dir, error);
   if (!fs::exists(status)) {
-    if (new_output == NewOutput::kStaged) {
+    if (kind == OutputKind::kExport) {
       const fs::path parent = StagingPath(dir).parent_path();
       if (!parent.empty()) {
         fs::create_directories(parent, error);
@@ -74,8 +78,19 @@ Result<OutputDirectory> OutputDirectory::Prepare(const fs::path& dir, const char
     }
     if (entries == 1) fs::remove(first_journal, error);
   }
+  const fs::path in_place = dir / kInPlaceMarker;
+  if (fs::exists(in_place, error)) {
+    if (HeldByLiveRun(in_place)) {
+      return Status::AlreadyExists(dir.string() + " is being written by another packrec run");
+    }
+    // An export a killed run was writing in place: all of it is that run's.
+    for (const fs::directory_entry& entry : fs::directory_iterator(dir, error)) {
+      fs::remove_all(entry.path(), error);
+      if (error) return ErrnoStatus("remove", entry.path(), error.value());
+    }
+  }
   if (fs::is_empty(dir, error)) {
-    if (new_output == NewOutput::kStaged) PACKREC_RETURN_IF_ERROR(out.ClaimStaging());
+    if (kind == OutputKind::kExport) PACKREC_RETURN_IF_ERROR(out.ClaimInPlace());
     return out;
   }
   if (fs::exists(dir / kResumeJournalName, error)) {
@@ -135,17 +150,27 @@ Status OutputDirectory::ClaimStaging() {
   }
   // A file system without flock (some network ones) only loses the check for a live run.
   ::flock(fd, LOCK_EX | LOCK_NB);
-  staging_lock_ = fd;
+  lock_fd_ = fd;
   write_dir_ = staging;
   staged_ = true;
   return Status::OK();
 }
 
-void OutputDirectory::ReleaseStaging() {
-  if (staging_lock_ >= 0) ::close(std::exchange(staging_lock_, -1));
+Status OutputDirectory::ClaimInPlace() {
+  const fs::path marker = final_dir_ / kInPlaceMarker;
+  const int fd = ::open(marker.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus("create", marker, errno);
+  ::flock(fd, LOCK_EX | LOCK_NB);  // see ClaimStaging
+  lock_fd_ = fd;
+  marked_in_place_ = true;
+  return Status::OK();
 }
 
-OutputDirectory::~OutputDirectory() { ReleaseStaging(); }
+void OutputDirectory::ReleaseLock() {
+  if (lock_fd_ >= 0) ::close(std::exchange(lock_fd_, -1));
+}
+
+OutputDirectory::~OutputDirectory() { ReleaseLock(); }
 
 OutputDirectory::OutputDirectory(OutputDirectory&& other) noexcept
     : final_dir_(std::move(other.final_dir_)),
@@ -153,17 +178,19 @@ OutputDirectory::OutputDirectory(OutputDirectory&& other) noexcept
       created_(other.created_),
       staged_(other.staged_),
       settled_(other.settled_),
-      staging_lock_(std::exchange(other.staging_lock_, -1)) {}
+      marked_in_place_(other.marked_in_place_),
+      lock_fd_(std::exchange(other.lock_fd_, -1)) {}
 
 OutputDirectory& OutputDirectory::operator=(OutputDirectory&& other) noexcept {
   if (this != &other) {
-    ReleaseStaging();
+    ReleaseLock();
     final_dir_ = std::move(other.final_dir_);
     write_dir_ = std::move(other.write_dir_);
     created_ = other.created_;
     staged_ = other.staged_;
     settled_ = other.settled_;
-    staging_lock_ = std::exchange(other.staging_lock_, -1);
+    marked_in_place_ = other.marked_in_place_;
+    lock_fd_ = std::exchange(other.lock_fd_, -1);
   }
   return *this;
 }
@@ -185,7 +212,7 @@ Result<OutputDirectory> OutputDirectory::Reopen(const fs::path& dir) {
     }
     const int fd = ::open((staging / kStagingMarker).c_str(), O_RDONLY | O_CLOEXEC);
     if (fd >= 0) ::flock(fd, LOCK_EX | LOCK_NB);
-    out.staging_lock_ = fd;
+    out.lock_fd_ = fd;
     out.write_dir_ = staging;
     out.staged_ = true;
     return out;
@@ -197,8 +224,15 @@ Result<OutputDirectory> OutputDirectory::Reopen(const fs::path& dir) {
 Status OutputDirectory::Commit() {
   if (settled_) return Status::Internal("output directory committed twice");
   settled_ = true;
-  if (!staged_) return Status::OK();
   std::error_code error;
+  if (!staged_) {
+    if (marked_in_place_) {
+      fs::remove(final_dir_ / kInPlaceMarker, error);
+      ReleaseLock();
+      return SyncDirectory(final_dir_);
+    }
+    return Status::OK();
+  }
   // The marker goes with the directory and is removed from the final path after, and the lock is
   // held to then: a run killed in between leaves a whole dataset with an empty marker file in
   // it, never a staging directory without its marker, which the next run could not tell from
@@ -223,7 +257,7 @@ Status OutputDirectory::Commit() {
     fs::remove_all(write_dir_, error);  // now the old dataset
   }
   fs::remove(final_dir_ / kStagingMarker, error);
-  ReleaseStaging();
+  ReleaseLock();
   const fs::path parent = final_dir_.has_parent_path() ? final_dir_.parent_path() : ".";
   return SyncDirectory(parent);
 }
@@ -234,12 +268,13 @@ void OutputDirectory::Abort() {
   std::error_code ignored;
   if (staged_ || created_) {
     fs::remove_all(write_dir_, ignored);
-    ReleaseStaging();
+    ReleaseLock();
   } else {
     // An existing directory that was empty before we wrote into it.
     for (const fs::directory_entry& entry : fs::directory_iterator(write_dir_, ignored)) {
       fs::remove_all(entry.path(), ignored);
     }
+    ReleaseLock();
   }
 }
 

@@ -16,26 +16,28 @@ inline constexpr char kResumeJournalSuffix[] = ".resume.json";
 
 class OutputDirectory {
  public:
-  // How a missing or empty `dir` is written: in place (a dataset: its resume journal marks an
-  // interrupted run, which --resume continues), or through the staging directory like a
-  // replacement (an export, which has no resume point: `dir` then appears only when whole, and
-  // what a killed run left is removed by the next one).
-  enum class NewOutput { kInPlace, kStaged };
+  // What is written, which decides how a missing or empty `dir` is written. A dataset is written
+  // in place: its resume journal marks an interrupted run, which --resume continues. An export
+  // has no resume point: a missing `dir` is staged beside it and appears only when whole; an
+  // existing empty one (perhaps a mount point, which cannot be staged beside) is written in place
+  // under a `.packrec-writing` marker. Either way what a killed run left is removed by the next.
+  enum class OutputKind { kDataset, kExport };
 
   // For the dataset directory `dir`, whose presence is marked by `marker_file` (its manifest):
-  // - missing: created (with parents), written in place; with kStaged, written to the staging
+  // - missing: created (with parents), written in place; an export is written to the staging
   //   directory and renamed to `dir` by Commit.
-  // - an empty directory: written in place; with kStaged, staged and swapped in by Commit.
+  // - an empty directory, or one holding only an export a dead run was writing in place: written
+  //   in place (emptied first).
   // - a packrec dataset and `overwrite`: the new dataset is written to a sibling staging
   //   directory and swapped in by Commit, so the old one survives a failed or interrupted run.
   // - an interrupted conversion (it holds a resume journal): with `overwrite` emptied and written
   //   in place; otherwise AlreadyExists, saying to pass --resume or --overwrite.
   // - anything else: AlreadyExists ("pass --overwrite", or not a dataset); nothing is touched.
-  // A staging directory is this run's while it lives (an flock on its marker): one left by a run
-  // that is gone is removed, one another live run is writing is refused (AlreadyExists).
+  // A staging directory or an in-place export is this run's while it lives (an flock on its
+  // marker): one left by a run that is gone is removed, one another live run is writing is
+  // refused (AlreadyExists).
   static Result<OutputDirectory> Prepare(const std::filesystem::path& dir, const char* marker_file,
-                                         bool overwrite,
-                                         NewOutput new_output = NewOutput::kInPlace);
+                                         bool overwrite, OutputKind kind = OutputKind::kDataset);
   // The directory an interrupted conversion of `dir` was writing: `dir` itself, or its staging
   // directory when it was replacing a dataset there; the one holding a resume journal. NotFound
   // when neither does.
@@ -63,14 +65,17 @@ class OutputDirectory {
  private:
   // Creates and locks the staging directory of final_dir_, removing one a dead run left.
   Status ClaimStaging();
-  void ReleaseStaging();
+  // Creates and locks the in-place marker in final_dir_ (an export into an empty directory).
+  Status ClaimInPlace();
+  void ReleaseLock();
 
   std::filesystem::path final_dir_;
   std::filesystem::path write_dir_;
-  bool created_ = false;   // final_dir_ did not exist
-  bool staged_ = false;    // written through write_dir_, a staging directory
-  bool settled_ = false;   // committed or aborted: nothing more to do
-  int staging_lock_ = -1;  // the staging marker, open and flock()ed while this run writes there
+  bool created_ = false;          // final_dir_ did not exist
+  bool staged_ = false;           // written through write_dir_, a staging directory
+  bool settled_ = false;          // committed or aborted: nothing more to do
+  bool marked_in_place_ = false;  // an export written in place, under its marker
+  int lock_fd_ = -1;  // the staging or in-place marker, open and flock()ed while this run writes
 };
 
 }  // namespace packrec

@@ -94,14 +94,14 @@ class ExportWriter : public DatasetWriter {
 };
 
 // The factory every export format registers: the output directory prepared (packrec-export.json
-// marks it as ours for --overwrite; an export has no resume point, so it is always staged and
-// appears whole or not at all), then the writer `Writer(out, options)`.
+// marks it as ours for --overwrite; an export has no resume point, so a new OUT is staged and
+// appears whole, and what a killed run left is removed by the next), then the writer.
 template <typename Writer>
 Result<std::unique_ptr<DatasetWriter>> CreateExportWriter(const std::filesystem::path& dir,
                                                           const WriterOptions& options) {
   PACKREC_ASSIGN_OR_RETURN(OutputDirectory out,
                            OutputDirectory::Prepare(dir, kExportManifestName, options.overwrite,
-                                                    OutputDirectory::NewOutput::kStaged));
+                                                    OutputDirectory::OutputKind::kExport));
   return std::unique_ptr<DatasetWriter>(new Writer(std::move(out), options));
 }
 

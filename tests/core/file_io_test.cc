@@ -164,17 +164,17 @@ TEST_CASE("replacing a dataset is staged: a failed run keeps the old one, a comm
 
 TEST_CASE("an export is staged: OUT appears whole at Commit, a dead run's staging is removed") {
   test::TempDir dir;
-  constexpr auto kStaged = OutputDirectory::NewOutput::kStaged;
+  constexpr auto kExport = OutputDirectory::OutputKind::kExport;
   const fs::path out = dir / "out";
   const fs::path staging = dir / "out.packrec-staging";
   {
-    auto staged = OutputDirectory::Prepare(out, "packrec-export.json", false, kStaged);
+    auto staged = OutputDirectory::Prepare(out, "packrec-export.json", false, kExport);
     REQUIRE(staged.ok());
     CHECK(staged->write_dir() == staging);
     CHECK_FALSE(fs::exists(out));  // nothing at OUT until the export is whole
     test::WriteText(staged->write_dir() / "shard-000000.tar", "tar");
     // Another run for the same OUT while this one lives: refused, this one's files untouched.
-    auto second = OutputDirectory::Prepare(out, "packrec-export.json", true, kStaged);
+    auto second = OutputDirectory::Prepare(out, "packrec-export.json", true, kExport);
     CHECK(second.status().code() == StatusCode::kAlreadyExists);
     CHECK(second.status().message() ==
           out.string() + " is being written by another packrec run, through " + staging.string());
@@ -190,7 +190,7 @@ TEST_CASE("an export is staged: OUT appears whole at Commit, a dead run's stagin
   test::WriteText(dir / "other.packrec-staging" / ".packrec-staging", "");
   test::WriteText(dir / "other.packrec-staging" / "shard-000000.tar.tmp", "half");
   auto after_kill =
-      OutputDirectory::Prepare(other.string() + "/", "packrec-export.json", false, kStaged);
+      OutputDirectory::Prepare(other.string() + "/", "packrec-export.json", false, kExport);
   REQUIRE(after_kill.ok());
   CHECK(after_kill->write_dir() == dir / "other.packrec-staging");
   CHECK_FALSE(fs::exists(dir / "other.packrec-staging" / "shard-000000.tar.tmp"));
@@ -200,7 +200,7 @@ TEST_CASE("an export is staged: OUT appears whole at Commit, a dead run's stagin
 
   // A staging directory without packrec's marker is not ours: refused, left alone.
   test::WriteText(dir / "third.packrec-staging" / "notes.txt", "mine");
-  CHECK(OutputDirectory::Prepare(dir / "third", "packrec-export.json", false, kStaged)
+  CHECK(OutputDirectory::Prepare(dir / "third", "packrec-export.json", false, kExport)
             .status()
             .code() == StatusCode::kAlreadyExists);
   CHECK(fs::exists(dir / "third.packrec-staging" / "notes.txt"));
@@ -208,18 +208,32 @@ TEST_CASE("an export is staged: OUT appears whole at Commit, a dead run's stagin
   // Empty and unmarked (a run killed between creating it and its marker): removed, as rmdir
   // removes nothing but an empty directory.
   fs::create_directories(dir / "fourth.packrec-staging");
-  auto unmarked = OutputDirectory::Prepare(dir / "fourth", "packrec-export.json", false, kStaged);
+  auto unmarked = OutputDirectory::Prepare(dir / "fourth", "packrec-export.json", false, kExport);
   REQUIRE(unmarked.ok());
   CHECK(fs::exists(dir / "fourth.packrec-staging" / ".packrec-staging"));
   unmarked->Abort();
 
-  // An empty OUT is staged too, and swapped in; aborted, it stays as it was.
-  fs::create_directories(dir / "empty");
-  auto empty = OutputDirectory::Prepare(dir / "empty", "packrec-export.json", false, kStaged);
-  REQUIRE(empty.ok());
-  CHECK(empty->write_dir() == dir / "empty.packrec-staging");
-  empty->Abort();
-  CHECK(fs::is_empty(dir / "empty"));
+  // An empty OUT (perhaps a mount point, which cannot be staged beside) is written in place under
+  // a locked marker: a second run is refused; what a killed run wrote there is emptied by the
+  // next run; a commit leaves the export without the marker.
+  const fs::path empty = dir / "empty";
+  fs::create_directories(empty);
+  {
+    auto killed = OutputDirectory::Prepare(empty, "packrec-export.json", false, kExport);
+    REQUIRE(killed.ok());
+    CHECK(killed->write_dir() == empty);
+    CHECK(fs::exists(empty / ".packrec-writing"));
+    test::WriteText(empty / "shard-000000.tar.tmp", "half");
+    auto second = OutputDirectory::Prepare(empty, "packrec-export.json", true, kExport);
+    CHECK(second.status().code() == StatusCode::kAlreadyExists);
+    CHECK(second.status().message().find("another packrec run") != std::string::npos);
+  }  // gone without Abort, as a kill leaves it: its lock goes with it
+  auto next = OutputDirectory::Prepare(empty, "packrec-export.json", false, kExport);
+  REQUIRE(next.ok());
+  CHECK_FALSE(fs::exists(empty / "shard-000000.tar.tmp"));
+  test::WriteText(empty / "packrec-export.json", "{}");
+  REQUIRE(next->Commit().ok());
+  CHECK(test::SnapshotTree(empty).size() == 1);
   CHECK_FALSE(fs::exists(dir / "empty.packrec-staging"));
 }
 
