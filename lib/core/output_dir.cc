@@ -35,7 +35,17 @@ fs::path StagingPath(const fs::path& dir) {
   return staging;
 }
 
-// Whether another live run holds the staging marker's lock (ClaimStaging).
+// Opens a run's marker (`create`: a new one) and takes its flock for as long as the descriptor
+// is open; -1 (errno set) when it cannot be opened. A file system without flock (some network
+// ones) only loses the check for a live run.
+int LockMarker(const fs::path& marker, bool create) {
+  const int flags = O_RDONLY | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0);
+  const int fd = ::open(marker.c_str(), flags, 0644);
+  if (fd >= 0) ::flock(fd, LOCK_EX | LOCK_NB);
+  return fd;
+}
+
+// Whether another live run holds a marker's lock (LockMarker).
 bool HeldByLiveRun(const fs::path& marker) {
   const ScopedFd fd(::open(marker.c_str(), O_RDONLY | O_CLOEXEC));
   return fd.get() >= 0 && ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
@@ -142,14 +152,12 @@ Status OutputDirectory::ClaimStaging() {
   if (::mkdir(staging.c_str(), 0777) != 0) {
     return ErrnoStatus("create directory", staging, errno);
   }
-  const int fd = ::open(marker.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  const int fd = LockMarker(marker, /*create=*/true);
   if (fd < 0) {
     const int open_error = errno;
     fs::remove_all(staging, error);
     return ErrnoStatus("create", marker, open_error);
   }
-  // A file system without flock (some network ones) only loses the check for a live run.
-  ::flock(fd, LOCK_EX | LOCK_NB);
   lock_fd_ = fd;
   write_dir_ = staging;
   staged_ = true;
@@ -158,9 +166,8 @@ Status OutputDirectory::ClaimStaging() {
 
 Status OutputDirectory::ClaimInPlace() {
   const fs::path marker = final_dir_ / kInPlaceMarker;
-  const int fd = ::open(marker.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  const int fd = LockMarker(marker, /*create=*/true);
   if (fd < 0) return ErrnoStatus("create", marker, errno);
-  ::flock(fd, LOCK_EX | LOCK_NB);  // see ClaimStaging
   lock_fd_ = fd;
   marked_in_place_ = true;
   return Status::OK();
@@ -210,9 +217,7 @@ Result<OutputDirectory> OutputDirectory::Reopen(const fs::path& dir) {
       return Status::AlreadyExists(dir.string() + " is being written by another packrec run, " +
                                    "through " + staging.string());
     }
-    const int fd = ::open((staging / kStagingMarker).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) ::flock(fd, LOCK_EX | LOCK_NB);
-    out.lock_fd_ = fd;
+    out.lock_fd_ = LockMarker(staging / kStagingMarker, /*create=*/false);
     out.write_dir_ = staging;
     out.staged_ = true;
     return out;
@@ -268,14 +273,13 @@ void OutputDirectory::Abort() {
   std::error_code ignored;
   if (staged_ || created_) {
     fs::remove_all(write_dir_, ignored);
-    ReleaseLock();
   } else {
     // An existing directory that was empty before we wrote into it.
     for (const fs::directory_entry& entry : fs::directory_iterator(write_dir_, ignored)) {
       fs::remove_all(entry.path(), ignored);
     }
-    ReleaseLock();
   }
+  ReleaseLock();
 }
 
 }  // namespace packrec

@@ -8,7 +8,10 @@
 #include <array>
 #include <cstring>
 #include <fstream>
+#include <string>
+#include <string_view>
 #include <system_error>
+#include <vector>
 
 #include "core/crc32c.h"
 #include "core/endian.h"
@@ -170,32 +173,43 @@ bool ReadExportManifest(const fs::path& dir, SourceFormat* format, std::vector<f
   return true;
 }
 
+// The names each container format's files have, the usual one first.
+struct ContainerNames {
+  SourceFormat format;
+  std::vector<std::string_view> suffixes;
+};
+const std::vector<ContainerNames>& ContainerSuffixes() {
+  static const std::vector<ContainerNames> table = {
+      {SourceFormat::kWebDataset, {".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.xz", ".tar.bz2"}},
+      {SourceFormat::kTfRecord, {".tfrecord", ".tfrecords", ".tfr"}},
+      {SourceFormat::kRecordIo, {".rec"}},
+  };
+  return table;
+}
+
 // The container format a file's name says, kAuto for none.
 SourceFormat FormatOfName(std::string name) {
   name = AsciiLower(std::move(name));
-  for (const char* suffix : {".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.xz", ".tar.bz2"}) {
-    if (name.ends_with(suffix)) return SourceFormat::kWebDataset;
+  for (const ContainerNames& names : ContainerSuffixes()) {
+    for (const std::string_view suffix : names.suffixes) {
+      if (name.ends_with(suffix)) return names.format;
+    }
   }
-  for (const char* suffix : {".tfrecord", ".tfrecords", ".tfr"}) {
-    if (name.ends_with(suffix)) return SourceFormat::kTfRecord;
-  }
-  if (name.ends_with(".rec")) return SourceFormat::kRecordIo;
   return SourceFormat::kAuto;
 }
 
-// The file names a container format's files have ("*.rec"), for messages; nullptr for formats
-// that are not read from a list of files.
-const char* ContainerFileNames(SourceFormat format) {
-  switch (format) {
-    case SourceFormat::kWebDataset:
-      return "*.tar (.tar.gz, .tgz, .tar.zst, .tar.xz, .tar.bz2)";
-    case SourceFormat::kTfRecord:
-      return "*.tfrecord (.tfrecords, .tfr)";
-    case SourceFormat::kRecordIo:
-      return "*.rec";
-    default:
-      return nullptr;
+// The file names a container format's files have, for messages: "*.tfrecord (.tfrecords, .tfr)";
+// empty for formats that are not read from a list of files.
+std::string ContainerFileNames(SourceFormat format) {
+  for (const ContainerNames& names : ContainerSuffixes()) {
+    if (names.format != format) continue;
+    std::string text = "*" + std::string(names.suffixes.front());
+    for (std::size_t i = 1; i < names.suffixes.size(); ++i) {
+      text += (i == 1 ? " (" : ", ") + std::string(names.suffixes[i]);
+    }
+    return names.suffixes.size() > 1 ? text + ")" : text;
   }
+  return "";
 }
 
 // A directory of container files and nothing else that could be data (no sub-directories, so
@@ -334,7 +348,7 @@ Result<std::unique_ptr<RecordSource>> OpenRecordSource(const std::string& spec, 
     std::vector<fs::path> inside = ContainerFilesIn(files.front(), &contained);
     if (!inside.empty() && contained == format) {
       files = std::move(inside);
-    } else if (const char* names = ContainerFileNames(format)) {
+    } else if (const std::string names = ContainerFileNames(format); !names.empty()) {
       // Left as it is, the directory would fail as a file that cannot be read.
       const std::string holds =
           inside.empty() ? ""
