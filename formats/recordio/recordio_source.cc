@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <unordered_map>
 
 #include "core/endian.h"
@@ -17,14 +16,18 @@ namespace {
 namespace fs = std::filesystem;
 
 // Reads PREFIX.lst: id -> path. Lines that do not parse are ignored: the keys are a courtesy,
-// the .rec is the data.
-std::unordered_map<std::uint64_t, std::string> ReadKeys(const fs::path& rec) {
+// the .rec is the data. A .lst that is there and cannot be read is an error, not a file of
+// fewer keys.
+Result<std::unordered_map<std::uint64_t, std::string>> ReadKeys(const fs::path& rec) {
   std::unordered_map<std::uint64_t, std::string> keys;
   fs::path list = rec;
   list.replace_extension(".lst");
-  std::ifstream in(list);
-  std::string line;
-  while (std::getline(in, line)) {
+  PACKREC_ASSIGN_OR_RETURN(const bool present, IsRegularFile(list));
+  if (!present) return keys;
+  PACKREC_ASSIGN_OR_RETURN(const std::vector<std::byte> bytes, ReadWholeFile(list));
+  const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  for (const std::string_view text_line : SplitLines(text)) {
+    const std::string line(text_line);
     const std::size_t first_tab = line.find('\t');
     const std::size_t last_tab = line.rfind('\t');
     if (first_tab == std::string::npos || last_tab == first_tab) continue;
@@ -50,7 +53,7 @@ class RecordIoSource final : public FileListSource {
         if (file_index_ == files_.size()) return false;
         PACKREC_RETURN_IF_ERROR(in_.Open(files_[file_index_]));
         resync_ = false;
-        keys_ = ReadKeys(files_[file_index_]);
+        PACKREC_ASSIGN_OR_RETURN(keys_, ReadKeys(files_[file_index_]));
       }
       if (resync_) PACKREC_RETURN_IF_ERROR(Resync());
       if (in_.position >= in_.size) {

@@ -73,6 +73,7 @@ class WdsSource final : public FileListSource {
       if (archive_ == nullptr) {
         if (file_index_ == files_.size()) return false;
         PACKREC_RETURN_IF_ERROR(OpenArchive());
+        continue;  // a file that is not a tar is one reject, and archive_ stays closed
       }
       ReadMember();
     }
@@ -88,6 +89,8 @@ class WdsSource final : public FileListSource {
   Status OpenArchive() {
     archive_ = archive_read_new();
     archive_read_support_format_tar(archive_);
+    // A 0-byte file holds no samples, as GNU tar and the TFRecord and RecordIO importers read one.
+    archive_read_support_format_empty(archive_);
     archive_read_support_filter_all(archive_);  // .tar.gz, .tar.zst, ... as well
     const fs::path& file = files_[file_index_];
     fd_ = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
@@ -99,19 +102,19 @@ class WdsSource final : public FileListSource {
     struct stat st {};
     file_size_ = ::fstat(fd_, &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
     read_position_ = 0;
+    read_errno_ = 0;
     read_ahead_.Reset();
     ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
     // Our own read callback, so the kernel is kept reading ahead (ReadAhead) on cold storage.
     archive_read_set_skip_callback(archive_, &WdsSource::SkipCallback);
+    samples_in_file_ = 0;
     if (archive_read_open(archive_, this, nullptr, &WdsSource::ReadCallback, nullptr) !=
         ARCHIVE_OK) {
-      const std::string message = archive_error_string(archive_) != nullptr
-                                      ? archive_error_string(archive_)
-                                      : "cannot open";
-      CloseArchive();
-      return Status::IOError(file.string() + ": " + message);
+      // Damaged source data, which follows --on-error like a damaged member (and a file that
+      // fails to read, as in the other importers), rather than stopping the import.
+      FailArchive(read_errno_ != 0 ? "cannot be read" : "not a tar archive", 0, "",
+                  "the file is not read");
     }
-    samples_in_file_ = 0;
     return Status::OK();
   }
 
@@ -148,6 +151,7 @@ class WdsSource final : public FileListSource {
           ::read(source->fd_, source->read_buffer_.data(), source->read_buffer_.size());
       if (got < 0 && errno == EINTR) continue;
       if (got < 0) {
+        source->read_errno_ = errno;
         archive_set_error(a, errno, "read failed: %s", std::strerror(errno));
         return -1;
       }
@@ -172,7 +176,8 @@ class WdsSource final : public FileListSource {
 
   // The current tar cannot be read further: what came before is delivered, the sample being read
   // and the rest of the tar are one rejected record, and the next tar is opened.
-  void FailArchive(const std::string& what, std::uint64_t offset, const std::string& member) {
+  void FailArchive(const std::string& what, std::uint64_t offset, const std::string& member,
+                   const std::string& consequence = "the rest of this tar is not read") {
     const std::string message =
         archive_error_string(archive_) != nullptr ? archive_error_string(archive_) : "";
     SourceRecord failed;
@@ -180,8 +185,8 @@ class WdsSource final : public FileListSource {
                     std::to_string(pending_ ? pending_->number : samples_in_file_) + " at byte " +
                     std::to_string(offset) + (member.empty() ? "" : " (member " + member + ")");
     failed.key = member;
-    failed.status = Status::Corruption(what + (message.empty() ? "" : ": " + message) +
-                                       "; the rest of this tar is not read");
+    failed.status =
+        Status::Corruption(what + (message.empty() ? "" : ": " + message) + "; " + consequence);
     pending_.reset();
     ready_.push_back(std::move(failed));
     EndArchive();
@@ -190,14 +195,28 @@ class WdsSource final : public FileListSource {
   void ReadMember() {
     archive_entry* entry = nullptr;
     const int header = archive_read_next_header(archive_, &entry);
-    const auto offset = static_cast<std::uint64_t>(archive_read_header_position(archive_));
+    const la_int64_t header_at = archive_read_header_position(archive_);
+    // After a fatal error libarchive answers ARCHIVE_FATAL (a negative offset) there; it stopped
+    // reading where the bad header starts.
+    const auto offset = static_cast<std::uint64_t>(
+        header_at >= 0 ? header_at : std::max<la_int64_t>(archive_filter_bytes(archive_, 0), 0));
     if (header == ARCHIVE_EOF) {
+      // libarchive takes a tar that ends at a member boundary for a whole one; a tar writer
+      // stopped between two members leaves just that, and its last sample may lack members (an
+      // image without its cls would import with label 0). A whole tar ends with zero blocks.
+      if (pending_ && archive_filter_bytes(archive_, 0) < static_cast<la_int64_t>(offset) + 512) {
+        FailArchive("the tar ends at byte " + std::to_string(offset) +
+                        " without the zero blocks that end a tar, as one whose writing stopped "
+                        "does; its last sample may be missing members",
+                    pending_->offset, "", "the samples before it are kept");
+        return;
+      }
       Flush();
       EndArchive();
       return;
     }
+    // The sample being read may have had members after this header: it is rejected with the rest.
     if (header != ARCHIVE_OK && header != ARCHIVE_WARN) {
-      Flush();
       FailArchive("bad tar header", offset, "");
       return;
     }
@@ -363,6 +382,7 @@ class WdsSource final : public FileListSource {
   int fd_ = -1;
   std::uint64_t file_size_ = 0;
   std::uint64_t read_position_ = 0;
+  int read_errno_ = 0;  // of a read(2) that failed in this tar
   std::vector<std::byte> read_buffer_ = std::vector<std::byte>(1 << 20);
   ReadAhead read_ahead_;
   std::uint64_t samples_in_file_ = 0;

@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "packrec/status.h"
@@ -21,6 +22,10 @@ class Xxh64Stream;
 Status ErrnoStatus(std::string_view operation, const std::filesystem::path& path, int error);
 
 Result<std::vector<std::byte>> ReadWholeFile(const std::filesystem::path& path);
+
+// The lines of a text file's bytes, split at '\n' (a last line without one counts; the views
+// point into `text`).
+std::vector<std::string_view> SplitLines(std::string_view text);
 
 // Whether `path` is a regular file (following symlinks): false when nothing is there, an
 // IOError when it cannot be told (EACCES on a directory above it, EIO), so a caller that sniffs

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -95,12 +94,13 @@ Status ExpandBraces(const std::string& spec, std::vector<std::string>& out) {
 
 bool HasGlob(const std::string& text) { return text.find_first_of("*?[") != std::string::npos; }
 
-// The first bytes of a file (up to 512), for sniffing.
-std::vector<std::byte> Head(const fs::path& file, std::size_t size) {
-  std::vector<std::byte> head(size);
-  std::ifstream in(file, std::ios::binary);
-  in.read(reinterpret_cast<char*>(head.data()), static_cast<std::streamsize>(size));
-  head.resize(static_cast<std::size_t>(std::max<std::streamsize>(0, in.gcount())));
+// The first bytes of a file (up to `size`), for sniffing. A file that cannot be opened or read is
+// an error naming it, never sniffed as empty and taken for another format.
+Result<std::vector<std::byte>> Head(const fs::path& file, std::size_t size) {
+  PACKREC_ASSIGN_OR_RETURN(const auto in, RandomAccessFile::Open(file));
+  PACKREC_ASSIGN_OR_RETURN(const std::uint64_t file_size, in->RegularFileSize());
+  std::vector<std::byte> head(std::min<std::uint64_t>(size, file_size));
+  PACKREC_RETURN_IF_ERROR(in->ReadExact(0, head));
   return head;
 }
 
@@ -141,11 +141,19 @@ class PackrecSource final : public RecordSource {
 };
 
 // A directory packrec exported to (packrec-export.json): its format and data files in order.
-bool ReadExportManifest(const fs::path& dir, SourceFormat* format, std::vector<fs::path>* files) {
-  std::error_code error;
-  if (!fs::is_regular_file(dir / "packrec-export.json", error)) return false;
-  std::ifstream in(dir / "packrec-export.json");
-  const nlohmann::json manifest = nlohmann::json::parse(in, nullptr, false);
+// False when `dir` holds no such manifest, or one that is not packrec's; an error when it cannot
+// be read.
+Result<bool> ReadExportManifest(const fs::path& dir, SourceFormat* format,
+                                std::vector<fs::path>* files) {
+  const fs::path path = dir / "packrec-export.json";
+  PACKREC_ASSIGN_OR_RETURN(const bool present, IsRegularFile(path));
+  if (!present) return false;
+  // Read whole before parsing: json::parse on a stream lets the stream's exception for a failed
+  // read (EIO) escape, which ended the process.
+  PACKREC_ASSIGN_OR_RETURN(const std::vector<std::byte> text, ReadWholeFile(path));
+  const nlohmann::json manifest = nlohmann::json::parse(
+      reinterpret_cast<const char*>(text.data()),
+      reinterpret_cast<const char*>(text.data()) + text.size(), nullptr, false);
   if (manifest.is_discarded() || !manifest.is_object() || !manifest.contains("files") ||
       !manifest["files"].is_array()) {
     return false;
@@ -289,7 +297,9 @@ Result<SourceFormat> DetectSourceFormat(const std::string& spec) {
     if (fs::is_directory(first, error)) {
       SourceFormat exported = SourceFormat::kAuto;
       std::vector<fs::path> ignored;
-      if (ReadExportManifest(first, &exported, &ignored)) return exported;
+      PACKREC_ASSIGN_OR_RETURN(const bool was_exported,
+                               ReadExportManifest(first, &exported, &ignored));
+      if (was_exported) return exported;
       if (fs::exists(first / "manifest.json", error) ||
           fs::exists(first / "packrec-manifest.json", error)) {
         return SourceFormat::kPackrec;
@@ -310,7 +320,7 @@ Result<SourceFormat> DetectSourceFormat(const std::string& spec) {
     }
   }
   const std::string name = AsciiLower(first.filename().string());
-  const std::vector<std::byte> head = Head(first, 512);
+  PACKREC_ASSIGN_OR_RETURN(const std::vector<std::byte> head, Head(first, 512));
   if (name.ends_with(".h5") || name.ends_with(".hdf5")) {
     if (OpenDataset(first).ok()) return SourceFormat::kPackrec;
   }
@@ -337,8 +347,12 @@ Result<std::unique_ptr<RecordSource>> OpenRecordSource(const std::string& spec, 
   SourceFormat exported = SourceFormat::kAuto;
   std::vector<fs::path> exported_files;
   std::error_code error;
-  if (files.size() == 1 && fs::is_directory(files.front(), error) &&
-      ReadExportManifest(files.front(), &exported, &exported_files) && exported == format) {
+  bool was_exported = false;
+  if (files.size() == 1 && fs::is_directory(files.front(), error)) {
+    PACKREC_ASSIGN_OR_RETURN(was_exported,
+                             ReadExportManifest(files.front(), &exported, &exported_files));
+  }
+  if (was_exported && exported == format) {
     if (exported_files.empty()) {
       return Status::NotFound(files.front().string() + " lists no data files");
     }

@@ -61,12 +61,8 @@ Result<SourceListing> ReadListFile(const fs::path& list_file, const fs::path& ro
   }
   SourceListing listing;
   std::size_t line_number = 0;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    std::size_t end = text.find('\n', start);
-    if (end == std::string_view::npos) end = text.size();
-    const std::string_view line = Trim(text.substr(start, end - start));
-    start = end + 1;
+  for (const std::string_view text_line : SplitLines(text)) {
+    const std::string_view line = Trim(text_line);
     ++line_number;
     if (line.empty() || line.front() == '#') continue;
     if (kind == ListFileKind::kAuto) {

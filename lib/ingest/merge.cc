@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <map>
 #include <string>
 #include <system_error>
@@ -197,15 +196,18 @@ Result<WriterOptions> WriterOptionsOf(const json& options, const std::string& fo
 Result<std::vector<Reject>> ReadRejects(const fs::path& file, std::uint64_t expected) {
   std::vector<Reject> rejects;
   if (expected == 0) return rejects;
-  std::ifstream in(file);
-  if (!in)
+  PACKREC_ASSIGN_OR_RETURN(const bool present, IsRegularFile(file));
+  if (!present)
     return Status::NotFound(file.string() + " is missing (" + std::to_string(expected) +
                             " rejects are recorded in the manifest)");
-  std::string line;
-  while (std::getline(in, line)) {
+  // Read whole: a failed read is an error naming the file, not a list cut short.
+  PACKREC_ASSIGN_OR_RETURN(const std::vector<std::byte> bytes, ReadWholeFile(file));
+  const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  for (const std::string_view line : SplitLines(text)) {
     if (line == "# path\treason") continue;  // WriteRejectsFile's header
     const std::size_t tab = line.find('\t');
-    rejects.push_back({line.substr(0, tab), tab == std::string::npos ? "" : line.substr(tab + 1)});
+    rejects.push_back({std::string(line.substr(0, tab)),
+                       std::string(tab == std::string_view::npos ? "" : line.substr(tab + 1))});
   }
   if (rejects.size() != expected) {
     return Status::Corruption(file.string() + " lists " + std::to_string(rejects.size()) +

@@ -655,6 +655,116 @@ TEST_CASE("a WebDataset tar cut short inside a skipped member is one named rejec
   CheckDamagedMemberEndsTar(tar, "a.npy");
 }
 
+// A ustar tar of `members` (name, bytes), in that order, written by GNU tar; where each member's
+// header starts, read back from the tar (a header per member: the names are short).
+struct TarMember {
+  std::string name;
+  std::string bytes;
+};
+std::vector<std::uint64_t> MakeTar(const fs::path& tar, const std::vector<TarMember>& members) {
+  const fs::path src = tar.string() + ".members";
+  fs::create_directories(src);
+  std::string names;
+  for (const TarMember& member : members) {
+    std::ofstream(src / member.name, std::ios::binary) << member.bytes;
+    names += " " + member.name;
+  }
+  REQUIRE(std::system(
+              ("cd " + test::Quote(src) + " && tar --format=ustar -cf " + test::Quote(tar) + names)
+                  .c_str()) == 0);
+  std::vector<std::uint64_t> headers;
+  std::uint64_t at = 0;
+  for (const TarMember& member : members) {
+    headers.push_back(at);
+    at += 512 + (member.bytes.size() + 511) / 512 * 512;
+  }
+  headers.push_back(at);  // where the zero blocks that end it start
+  return headers;
+}
+
+// Next's records from `spec` as "key label" for good ones, "reject ORIGIN: MESSAGE" for others.
+std::vector<std::string> ImportedFrom(const std::string& spec) {
+  Result<std::unique_ptr<RecordSource>> source =
+      OpenRecordSource(spec, SourceFormat::kWebDataset, {});
+  REQUIRE_MESSAGE(source.ok(), source.status().ToString());
+  std::vector<std::string> seen;
+  SourceRecord record;
+  for (;;) {
+    const Result<bool> more = (*source)->Next(record);
+    REQUIRE_MESSAGE(more.ok(), more.status().ToString());
+    if (!*more) return seen;
+    seen.push_back(record.status.ok() ? record.key + " " + std::to_string(record.label)
+                                      : "reject " + record.origin + ": " + record.status.message());
+  }
+}
+
+// A tar writer stopped between two members (a killed WebDataset ShardWriter) leaves a tar without
+// its end blocks, which libarchive reads as whole: its last sample may lack its label.
+TEST_CASE("a WebDataset tar that ends without its end blocks rejects its last sample") {
+  test::TempDir dir;
+  const fs::path tar = dir / "a.tar";
+  const std::vector<std::uint64_t> headers = MakeTar(tar, {{"a.jpg", std::string(5000, 'a')},
+                                                           {"a.cls", "3"},
+                                                           {"b.jpg", std::string(700, 'b')},
+                                                           {"b.cls", "1"}});
+  const std::string whole = test::Quote(tar);
+  CHECK(ImportedFrom(tar.string()) == std::vector<std::string>{"a.jpg 3", "b.jpg 1"});
+  const auto cut_at = [&](std::uint64_t size) {
+    const fs::path cut = dir / ("cut-" + std::to_string(size) + ".tar");
+    fs::copy_file(tar, cut);
+    fs::resize_file(cut, size);
+    return cut.string();
+  };
+  const std::string no_end =
+      " without the zero blocks that end a tar, as one whose writing stopped does; its last sample "
+      "may be missing members; the samples before it are kept";
+  // Cut before a.cls: sample a would have had label 0.
+  std::string cut = cut_at(headers[1]);
+  CHECK(ImportedFrom(cut) ==
+        std::vector<std::string>{"reject " + cut + " sample 0 at byte 0: the tar ends at byte " +
+                                 std::to_string(headers[1]) + no_end});
+  // Cut before b.cls: a is whole, b is not.
+  cut = cut_at(headers[3]);
+  CHECK(ImportedFrom(cut) ==
+        std::vector<std::string>{
+            "a.jpg 3", "reject " + cut + " sample 1 at byte " + std::to_string(headers[2]) +
+                           ": the tar ends at byte " + std::to_string(headers[3]) + no_end});
+  // One zero block of the two (GNU tar reads it with a warning): whole.
+  cut = cut_at(headers[4] + 512);
+  CHECK(ImportedFrom(cut) == std::vector<std::string>{"a.jpg 3", "b.jpg 1"});
+  // A header cut short, or damaged, inside sample a: a goes with the rest of the tar.
+  cut = cut_at(headers[1] + 100);
+  std::vector<std::string> seen = ImportedFrom(cut);
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0].starts_with("reject " + cut + " sample 0 at byte " + std::to_string(headers[1]) +
+                            ": bad tar header"));
+  std::vector<std::byte> bytes = test::ReadBytes(tar);
+  bytes[headers[1] + 148] = std::byte{'9'};  // the header checksum's first digit: not octal
+  test::WriteBytes(dir / "bad-header.tar", bytes);
+  seen = ImportedFrom((dir / "bad-header.tar").string());
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0].starts_with("reject " + (dir / "bad-header.tar").string() + " sample 0 at byte " +
+                            std::to_string(headers[1]) + ": bad tar header"));
+}
+
+// An empty file holds no samples (GNU tar reads one so, as packrec's TFRecord and RecordIO
+// importers read their empty files); a file that is no tar is one reject, the next tar goes on.
+TEST_CASE("WebDataset sources: an empty file gives no samples, one that is no tar a reject") {
+  test::TempDir dir;
+  fs::create_directories(dir / "src");
+  MakeTar(dir / "src" / "a.tar", {{"a.jpg", std::string(900, 'a')}, {"a.cls", "2"}});
+  test::WriteText(dir / "src" / "b.tar", "");
+  test::WriteText(dir / "src" / "c.tar", std::string(3000, 'x'));
+  MakeTar(dir / "src" / "d.tar", {{"d.jpg", std::string(900, 'd')}, {"d.cls", "5"}});
+  const std::string spec = (dir / "src" / "*.tar").string();
+  CHECK(ImportedFrom(spec) ==
+        std::vector<std::string>{"a.jpg 2",
+                                 "reject " + (dir / "src" / "c.tar").string() +
+                                     " sample 0 at byte 0: not a tar archive: Unrecognized archive "
+                                     "format; the file is not read",
+                                 "d.jpg 5"});
+}
+
 // `reader`'s records as an MDS dataset in `dir`, laid out as MosaicML Streaming's MDSWriter
 // writes it (docs/interop.md; columns filename: str, image: jpeg, label: int, sorted by name),
 // `per_shard` samples a shard, from the published layout rather than packrec's code. Returns each
