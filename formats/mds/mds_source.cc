@@ -44,44 +44,49 @@ Result<std::vector<Shard>> ReadIndex(const fs::path& dir) {
   };
   if (index.is_discarded() || !index.is_object()) return bad("not a JSON object");
   if (!index.contains("shards") || !index["shards"].is_array()) return bad("no \"shards\" array");
+  // An entry's field, null when it has none: operator[] on a const object that lacks the key is
+  // undefined behaviour in nlohmann/json, and value() throws when the type differs.
+  const auto field = [](const nlohmann::json& object, const char* name) -> const nlohmann::json& {
+    static const nlohmann::json kNone;
+    const auto found = object.find(name);
+    return found == object.end() ? kNone : *found;
+  };
   std::vector<Shard> shards;
   for (const nlohmann::json& entry : index["shards"]) {
     const std::string where = "shard " + std::to_string(shards.size());
-    if (!entry.is_object() || entry.value("format", "") != "mds") {
+    if (!entry.is_object() || field(entry, "format") != "mds") {
       return bad(where + " is not an MDS shard (format \"mds\"); only MDS is read");
     }
     Shard shard;
-    if (!entry.contains("samples") || !entry["samples"].is_number_unsigned()) {
-      return bad(where + ": no sample count");
-    }
+    if (!field(entry, "samples").is_number_unsigned()) return bad(where + ": no sample count");
     shard.samples = entry["samples"].get<std::uint64_t>();
-    const nlohmann::json& names = entry["column_names"];
-    const nlohmann::json& encodings = entry["column_encodings"];
-    const nlohmann::json& sizes = entry["column_sizes"];
+    const nlohmann::json& names = field(entry, "column_names");
+    const nlohmann::json& encodings = field(entry, "column_encodings");
+    const nlohmann::json& sizes = field(entry, "column_sizes");
     if (!names.is_array() || !encodings.is_array() || !sizes.is_array() ||
         names.size() != encodings.size() || names.size() != sizes.size()) {
       return bad(where + ": column_names, column_encodings and column_sizes do not match");
     }
     for (std::size_t c = 0; c < names.size(); ++c) {
       if (!names[c].is_string() || !encodings[c].is_string() ||
-          !(sizes[c].is_null() || sizes[c].is_number_unsigned())) {
+          !(sizes[c].is_null() ||
+            (sizes[c].is_number_unsigned() && sizes[c].get<std::uint64_t>() <= UINT32_MAX))) {
         return bad(where + ": column " + std::to_string(c) + " is not described properly");
       }
       Column column{names[c].get<std::string>(), encodings[c].get<std::string>(), std::nullopt};
       if (sizes[c].is_number_unsigned()) column.size = sizes[c].get<std::uint32_t>();
       shard.columns.push_back(std::move(column));
     }
-    const nlohmann::json compression = entry.value("compression", nlohmann::json());
-    const nlohmann::json& raw = entry["raw_data"];
-    const nlohmann::json zip = entry.value("zip_data", nlohmann::json());
-    const std::string raw_name =
-        raw.is_object() && raw.contains("basename") && raw["basename"].is_string()
-            ? raw["basename"].get<std::string>()
-            : "";
+    const nlohmann::json& compression = field(entry, "compression");
+    const nlohmann::json& raw = field(entry, "raw_data");
+    const nlohmann::json& zip = field(entry, "zip_data");
+    const std::string raw_name = raw.is_object() && field(raw, "basename").is_string()
+                                     ? raw["basename"].get<std::string>()
+                                     : "";
     std::error_code error;
     if (!raw_name.empty() && fs::is_regular_file(dir / raw_name, error)) {
       shard.file = raw_name;  // already decompressed (Streaming keeps both when it can)
-    } else if (zip.is_object() && zip.contains("basename") && zip["basename"].is_string()) {
+    } else if (zip.is_object() && field(zip, "basename").is_string()) {
       const std::string codec = compression.is_string() ? compression.get<std::string>() : "";
       if (codec != "zstd" && !codec.starts_with("zstd:")) {
         return bad(where + ": compression \"" + codec + "\" is not supported (zstd only)");

@@ -158,7 +158,10 @@ Result<bool> ReadExportManifest(const fs::path& dir, SourceFormat* format,
       !manifest["files"].is_array()) {
     return false;
   }
-  const std::string name = manifest.value("format", "");
+  // value() would throw for a "format" that is not a string.
+  const std::string name = manifest.contains("format") && manifest["format"].is_string()
+                               ? manifest["format"].get<std::string>()
+                               : std::string();
   const char* data_extension = name == "wds"        ? ".tar"
                                : name == "tfrecord" ? ".tfrecord"
                                : name == "recordio" ? ".rec"

@@ -672,6 +672,7 @@ std::vector<std::uint64_t> MakeTar(const fs::path& tar, const std::vector<TarMem
   REQUIRE(std::system(
               ("cd " + test::Quote(src) + " && tar --format=ustar -cf " + test::Quote(tar) + names)
                   .c_str()) == 0);
+  fs::remove_all(src);
   std::vector<std::uint64_t> headers;
   std::uint64_t at = 0;
   for (const TarMember& member : members) {
@@ -819,6 +820,47 @@ std::vector<MdsShard> WriteMds(const Reader& reader, const fs::path& dir, std::u
   }
   test::WriteText(dir / "index.json", index + "]}");
   return written;
+}
+
+// Fields of the wrong type or missing: nlohmann/json's value() throws on a type it was not given
+// and operator[] on a const object that lacks the key is undefined, so both ended the process.
+TEST_CASE("an MDS index.json or packrec-export.json of the wrong shape: named, never a crash") {
+  test::TempDir dir;
+  fs::create_directories(dir / "mds");
+  test::WriteText(dir / "mds" / "shard.00000.mds", "");
+  const std::string columns =
+      R"("column_names": ["image"], "column_encodings": ["bytes"], "column_sizes": )";
+  for (const std::string& shard : std::vector<std::string>{
+           R"({"format": 5})", R"({"format": "mds", "samples": "1"})",
+           R"({"format": "mds", "samples": 1})",
+           R"({"format": "mds", "samples": 1, )" + columns + "[4294967296]}",
+           R"({"format": "mds", "samples": 1, )" + columns + R"([null], "raw_data": 4})",
+           R"({"format": "mds", "samples": 1, )" + columns +
+               R"([null], "raw_data": {"basename": 7}, "zip_data": {"basename": null}})",
+           R"({"format": "mds", "samples": 1, )" + columns +
+               R"([null], "zip_data": {"basename": "shard.00000.mds.zstd"}, "compression": 3})"}) {
+    CAPTURE(shard);
+    test::WriteText(dir / "mds" / "index.json", R"({"shards": [)" + shard + "]}");
+    Result<std::unique_ptr<RecordSource>> source =
+        OpenRecordSource((dir / "mds").string(), SourceFormat::kMds, {});
+    REQUIRE_FALSE(source.ok());
+    CHECK(source.status().code() == StatusCode::kInvalidInput);
+    CHECK(
+        source.status().message().starts_with((dir / "mds" / "index.json").string() + ": shard 0"));
+  }
+  // A packrec-export.json that is not packrec's is no export manifest: the tars are found as in
+  // any directory of them.
+  MakeTar(dir / "wds" / "a.tar", {{"a.jpg", std::string(900, 'a')}, {"a.cls", "2"}});
+  for (const std::string manifest :
+       {R"({"format": 5, "files": []})", R"({"format": "wds", "files": 7})",
+        R"({"format": "wds", "files": [{"files": [1]}]})", "[]", "{"}) {
+    CAPTURE(manifest);
+    test::WriteText(dir / "wds" / "packrec-export.json", manifest);
+    const Result<SourceFormat> format = DetectSourceFormat((dir / "wds").string());
+    REQUIRE_MESSAGE(format.ok(), format.status().ToString());
+    CHECK(*format == SourceFormat::kWebDataset);
+    CHECK(ImportedFrom((dir / "wds").string()) == std::vector<std::string>{"a.jpg 2"});
+  }
 }
 
 TEST_CASE("MDS shards import record for record, read in order: the place in the files too") {
