@@ -116,7 +116,8 @@ Result<OutputDirectory> OutputDirectory::Prepare(const fs::path& dir, const char
     }
     return out;
   }
-  if (!fs::exists(dir / marker_file)) {
+  if (!fs::exists(dir / marker_file, error)) {
+    if (error) return ErrnoStatus("stat", dir / marker_file, error.value());
     return Status::AlreadyExists(dir.string() +
                                  " exists, is not empty and is not a packrec dataset; refusing "
                                  "to write into it (choose another output path)");
