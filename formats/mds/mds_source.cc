@@ -9,6 +9,7 @@
 
 #include "core/endian.h"
 #include "core/file_io.h"
+#include "dataset/json_util.h"
 #include "dataset/payload.h"
 #include "ingest/source_util.h"
 #include "mds/mds_format.h"
@@ -44,25 +45,19 @@ Result<std::vector<Shard>> ReadIndex(const fs::path& dir) {
   };
   if (index.is_discarded() || !index.is_object()) return bad("not a JSON object");
   if (!index.contains("shards") || !index["shards"].is_array()) return bad("no \"shards\" array");
-  // An entry's field, null when it has none: operator[] on a const object that lacks the key is
-  // undefined behaviour in nlohmann/json, and value() throws when the type differs.
-  const auto field = [](const nlohmann::json& object, const char* name) -> const nlohmann::json& {
-    static const nlohmann::json kNone;
-    const auto found = object.find(name);
-    return found == object.end() ? kNone : *found;
-  };
   std::vector<Shard> shards;
   for (const nlohmann::json& entry : index["shards"]) {
     const std::string where = "shard " + std::to_string(shards.size());
-    if (!entry.is_object() || field(entry, "format") != "mds") {
+    if (!entry.is_object() || FieldOrNull(entry, "format") != "mds") {
       return bad(where + " is not an MDS shard (format \"mds\"); only MDS is read");
     }
     Shard shard;
-    if (!field(entry, "samples").is_number_unsigned()) return bad(where + ": no sample count");
+    if (!FieldOrNull(entry, "samples").is_number_unsigned())
+      return bad(where + ": no sample count");
     shard.samples = entry["samples"].get<std::uint64_t>();
-    const nlohmann::json& names = field(entry, "column_names");
-    const nlohmann::json& encodings = field(entry, "column_encodings");
-    const nlohmann::json& sizes = field(entry, "column_sizes");
+    const nlohmann::json& names = FieldOrNull(entry, "column_names");
+    const nlohmann::json& encodings = FieldOrNull(entry, "column_encodings");
+    const nlohmann::json& sizes = FieldOrNull(entry, "column_sizes");
     if (!names.is_array() || !encodings.is_array() || !sizes.is_array() ||
         names.size() != encodings.size() || names.size() != sizes.size()) {
       return bad(where + ": column_names, column_encodings and column_sizes do not match");
@@ -77,16 +72,15 @@ Result<std::vector<Shard>> ReadIndex(const fs::path& dir) {
       if (sizes[c].is_number_unsigned()) column.size = sizes[c].get<std::uint32_t>();
       shard.columns.push_back(std::move(column));
     }
-    const nlohmann::json& compression = field(entry, "compression");
-    const nlohmann::json& raw = field(entry, "raw_data");
-    const nlohmann::json& zip = field(entry, "zip_data");
-    const std::string raw_name = raw.is_object() && field(raw, "basename").is_string()
-                                     ? raw["basename"].get<std::string>()
-                                     : "";
+    const nlohmann::json& compression = FieldOrNull(entry, "compression");
+    const nlohmann::json& raw = FieldOrNull(entry, "raw_data");
+    const nlohmann::json& zip = FieldOrNull(entry, "zip_data");
+    const nlohmann::json& raw_basename = FieldOrNull(raw, "basename");
+    const std::string raw_name = raw_basename.is_string() ? raw_basename.get<std::string>() : "";
     std::error_code error;
     if (!raw_name.empty() && fs::is_regular_file(dir / raw_name, error)) {
       shard.file = raw_name;  // already decompressed (Streaming keeps both when it can)
-    } else if (zip.is_object() && field(zip, "basename").is_string()) {
+    } else if (FieldOrNull(zip, "basename").is_string()) {
       const std::string codec = compression.is_string() ? compression.get<std::string>() : "";
       if (codec != "zstd" && !codec.starts_with("zstd:")) {
         return bad(where + ": compression \"" + codec + "\" is not supported (zstd only)");

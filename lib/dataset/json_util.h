@@ -32,6 +32,16 @@ T GetUnsigned(const nlohmann::json& value) {
   return static_cast<T>(wide);
 }
 
+// `object`'s field `name`, null when it has none or `object` is not an object. operator[] on a
+// const object that lacks the key is undefined behaviour in nlohmann/json, and value() throws when
+// the field's type is not the default's: a damaged or foreign document must not end the process.
+inline const nlohmann::json& FieldOrNull(const nlohmann::json& object, const char* name) {
+  static const nlohmann::json kNone;
+  if (!object.is_object()) return kNone;
+  const auto found = object.find(name);
+  return found == object.end() ? kNone : *found;
+}
+
 }  // namespace packrec
 
 #endif  // PACKREC_LIB_DATASET_JSON_UTIL_H_

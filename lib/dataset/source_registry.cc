@@ -14,6 +14,7 @@
 
 #include "core/crc32c.h"
 #include "core/endian.h"
+#include "dataset/json_util.h"
 #include "ingest/source_util.h"
 #include "lmdb/lmdb_format.h"
 #include "mds/mds_format.h"
@@ -158,10 +159,8 @@ Result<bool> ReadExportManifest(const fs::path& dir, SourceFormat* format,
       !manifest["files"].is_array()) {
     return false;
   }
-  // value() would throw for a "format" that is not a string.
-  const std::string name = manifest.contains("format") && manifest["format"].is_string()
-                               ? manifest["format"].get<std::string>()
-                               : std::string();
+  const nlohmann::json& format_field = FieldOrNull(manifest, "format");
+  const std::string name = format_field.is_string() ? format_field.get<std::string>() : "";
   const char* data_extension = name == "wds"        ? ".tar"
                                : name == "tfrecord" ? ".tfrecord"
                                : name == "recordio" ? ".rec"
