@@ -38,8 +38,7 @@ struct Shard {
 Result<std::vector<Shard>> ReadIndex(const fs::path& dir) {
   const fs::path index_path = dir / "index.json";
   PACKREC_ASSIGN_OR_RETURN(const std::vector<std::byte> bytes, ReadWholeFile(index_path));
-  const nlohmann::json index = nlohmann::json::parse(
-      std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), nullptr, false);
+  const nlohmann::json index = nlohmann::json::parse(AsText(bytes), nullptr, false);
   const auto bad = [&](const std::string& why) {
     return Status::InvalidInput(index_path.string() + ": " + why);
   };
@@ -331,7 +330,7 @@ class MdsSource final : public FileListSource {
     const std::string& e = column.encoding;
     if (e == "str" || e == "str_int") {
       std::uint32_t parsed = 0;
-      if (!ParseLabelText({reinterpret_cast<const char*>(bytes.data()), bytes.size()}, &parsed)) {
+      if (!ParseLabelText(AsText(bytes), &parsed)) {
         return bad();
       }
       *label = parsed;

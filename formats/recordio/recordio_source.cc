@@ -25,7 +25,7 @@ Result<std::unordered_map<std::uint64_t, std::string>> ReadKeys(const fs::path& 
   PACKREC_ASSIGN_OR_RETURN(const bool present, IsRegularFile(list));
   if (!present) return keys;
   PACKREC_ASSIGN_OR_RETURN(const std::vector<std::byte> bytes, ReadWholeFile(list));
-  const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  const std::string_view text = AsText(bytes);
   for (const std::string_view text_line : SplitLines(text)) {
     const std::string line(text_line);
     const std::size_t first_tab = line.find('\t');

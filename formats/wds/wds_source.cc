@@ -54,10 +54,6 @@ void SplitMemberName(std::string_view name, std::string* key, std::string* exten
   }
 }
 
-std::string_view AsText(const std::vector<std::byte>& bytes) {
-  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
-}
-
 class WdsSource final : public FileListSource {
  public:
   WdsSource(std::vector<fs::path> files, SourceOptions options)

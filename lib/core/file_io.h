@@ -23,6 +23,11 @@ Status ErrnoStatus(std::string_view operation, const std::filesystem::path& path
 
 Result<std::vector<std::byte>> ReadWholeFile(const std::filesystem::path& path);
 
+// A file's bytes as text (a view into `bytes`).
+inline std::string_view AsText(std::span<const std::byte> bytes) {
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
+
 // The lines of a text file's bytes, split at '\n' (a last line without one counts; the views
 // point into `text`).
 std::vector<std::string_view> SplitLines(std::string_view text);

@@ -26,7 +26,7 @@ Result<ResumeJournal> ReadResumeJournal(const fs::path& path) {
   std::error_code error;
   if (!fs::exists(path, error)) return Status::NotFound("no resume journal at " + path.string());
   PACKREC_ASSIGN_OR_RETURN(const std::vector<std::byte> bytes, ReadWholeFile(path));
-  const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  const std::string_view text = AsText(bytes);
   const json document = json::parse(text, nullptr, /*allow_exceptions=*/false);
   const auto bad = [&](const std::string& why) {
     return Status::Corruption("resume journal " + path.string() + ": " + why +

@@ -152,9 +152,7 @@ Result<bool> ReadExportManifest(const fs::path& dir, SourceFormat* format,
   // Read whole before parsing: json::parse on a stream lets the stream's exception for a failed
   // read (EIO) escape, which ended the process.
   PACKREC_ASSIGN_OR_RETURN(const std::vector<std::byte> text, ReadWholeFile(path));
-  const nlohmann::json manifest = nlohmann::json::parse(
-      reinterpret_cast<const char*>(text.data()),
-      reinterpret_cast<const char*>(text.data()) + text.size(), nullptr, false);
+  const nlohmann::json manifest = nlohmann::json::parse(AsText(text), nullptr, false);
   if (manifest.is_discarded() || !manifest.is_object() || !manifest.contains("files") ||
       !manifest["files"].is_array()) {
     return false;

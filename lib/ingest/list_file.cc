@@ -49,7 +49,7 @@ std::string LineWhere(const fs::path& file, std::size_t line) {
 Result<SourceListing> ReadListFile(const fs::path& list_file, const fs::path& root,
                                    ListFileKind kind) {
   PACKREC_ASSIGN_OR_RETURN(const std::vector<std::byte> bytes, ReadWholeFile(list_file));
-  const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  const std::string_view text = AsText(bytes);
   if (text.find('\0') != std::string_view::npos ||
       (text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0xFF)) {
     return Status::InvalidInput("input " + list_file.string() +

@@ -202,7 +202,7 @@ Result<std::vector<Reject>> ReadRejects(const fs::path& file, std::uint64_t expe
                             " rejects are recorded in the manifest)");
   // Read whole: a failed read is an error naming the file, not a list cut short.
   PACKREC_ASSIGN_OR_RETURN(const std::vector<std::byte> bytes, ReadWholeFile(file));
-  const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  const std::string_view text = AsText(bytes);
   for (const std::string_view line : SplitLines(text)) {
     if (line == "# path\treason") continue;  // WriteRejectsFile's header
     const std::size_t tab = line.find('\t');
