@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of fuzz_import_source (tests/fuzz/corpus/fuzz_import_source/): small,
+well-formed sources of each kind the target reads, from the formats' published layouts (the same
+framing as tests/interop/foreign_formats_check.py), so mutations start from inputs that get past
+the first checks.
+
+Usage: make_import_seeds.py OUT_DIR
+An input is one byte (the source kind in its low six bits mod 6; bit 6: raw Caffe pixels as raw
+RGB, and TFRecord's CRCs rewritten to match; bit 7: TFRecord's checks deferred) and then the
+source's files, joined by SPLIT.
+"""
+import io
+import json
+import os
+import struct
+import subprocess
+import sys
+import tarfile
+
+SPLIT = b"\n--packrec-fuzz-part--\n"
+TFRECORD, RECORDIO, WDS, MDS, CAFFE, EXPORT = range(6)
+RAW_PIXELS = CRCS_MADE_RIGHT = 0x40
+DEFERRED = 0x80
+
+# Not real JPEGs: sources hand bytes on unprobed, and small inputs fuzz faster.
+IMAGES = [b"\xff\xd8\xff\xe0fake-jpeg-" + bytes([i]) * (20 + 7 * i) + b"\xff\xd9" for i in range(4)]
+
+
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def masked_crc(data):
+    crc = crc32c(data)
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def varint(n):
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def field(number, wire, payload):
+    if wire == 0:
+        return varint(number << 3) + varint(payload)
+    return varint((number << 3) | 2) + varint(len(payload)) + payload
+
+
+def example(features):
+    entries = b""
+    for name, value in features.items():
+        if isinstance(value, int):
+            feature = field(3, 2, field(1, 2, varint(value)))
+        else:
+            feature = field(1, 2, field(1, 2, value))
+        entries += field(1, 2, field(1, 2, name.encode()) + field(2, 2, feature))
+    return field(1, 2, entries)
+
+
+def tfrecord(records):
+    out = b""
+    for data in records:
+        length = struct.pack("<Q", len(data))
+        out += length + struct.pack("<I", masked_crc(length)) + data
+        out += struct.pack("<I", masked_crc(data))
+    return out
+
+
+MAGIC = 0xCED7230A
+
+
+def recordio_record(data):
+    magic, out, start, parts = struct.pack("<I", MAGIC), b"", 0, 0
+    for i in range(0, len(data) - len(data) % 4, 4):
+        if data[i:i + 4] == magic:
+            out += magic + struct.pack("<I", ((1 if parts == 0 else 2) << 29) | (i - start))
+            out += data[start:i]
+            start, parts = i + 4, parts + 1
+    rest = data[start:]
+    out += magic + struct.pack("<I", ((3 if parts else 0) << 29) | len(rest)) + rest
+    return out + b"\0" * ((4 - len(rest) % 4) % 4)
+
+
+def ir_pack(label, ident, image):
+    return struct.pack("<IfQQ", 0, float(label), ident, 0) + image
+
+
+def tar(members):
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as out:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            out.addfile(info, io.BytesIO(data))
+    # tarfile pads to 10 KiB; two zero blocks end a tar, and smaller inputs fuzz faster. (No
+    # member here ends in a zero byte, so stripping zeros stops inside the last one.)
+    body = buffer.getvalue().rstrip(b"\0")
+    return body + b"\0" * (-len(body) % 512 + 1024)
+
+
+def mds_shard(samples):
+    config = json.dumps({"format": "mds"}).encode()
+    offsets, at = [], 4 + 4 * (len(samples) + 1) + len(config)
+    for sample in samples:
+        offsets.append(at)
+        at += len(sample)
+    offsets.append(at)
+    return (struct.pack("<I", len(samples)) + struct.pack(f"<{len(offsets)}I", *offsets) + config +
+            b"".join(samples))
+
+
+def mds_entry(name, shard, zstd_name=None, zstd_bytes=0):
+    return {"column_encodings": ["str", "jpeg", "int"], "column_names": ["filename", "image", "label"],
+            "column_sizes": [None, None, 8], "compression": "zstd" if zstd_name else None,
+            "format": "mds", "hashes": [], "raw_data": {"basename": name, "bytes": len(shard)},
+            "samples": struct.unpack_from("<I", shard)[0], "size_limit": 1 << 26, "version": 2,
+            "zip_data": {"basename": zstd_name, "bytes": zstd_bytes} if zstd_name else None}
+
+
+def datum(label, data, encoded, channels=0, height=0, width=0):
+    out = b""
+    if channels:
+        out += field(1, 0, channels) + field(2, 0, height) + field(3, 0, width)
+    out += field(4, 2, data) + field(5, 0, label)
+    return out + (field(7, 0, 1) if encoded else b"")
+
+
+def seeds():
+    labelled = [example({"image/encoded": image, "image/class/label": i,
+                         "image/filename": f"img{i}.jpg".encode()}) for i, image in enumerate(IMAGES)]
+    yield "tfrecord", TFRECORD, [tfrecord(labelled[:3] + [example({"image/encoded": IMAGES[3]})])]
+    yield "tfrecord-deferred", TFRECORD | DEFERRED, [tfrecord(labelled)]
+    yield "tfrecord-crcs-made-right", TFRECORD | CRCS_MADE_RIGHT | DEFERRED, [tfrecord(labelled)]
+
+    # The last image holds the magic at an aligned offset: a record in three parts.
+    split = IMAGES[3][:4] + struct.pack("<I", MAGIC) + IMAGES[3][4:12] + struct.pack("<I", MAGIC)
+    records = [ir_pack(i, i, image) for i, image in enumerate(IMAGES[:3] + [split + IMAGES[3]])]
+    rec = b"".join(recordio_record(r) for r in records)
+    lst = b"".join(f"{i}\t{i}.000000\tclass{i}/img{i}.jpg\n".encode() for i in range(4))
+    yield "recordio", RECORDIO, [rec]
+    yield "recordio-lst", RECORDIO, [rec, lst]
+
+    first = tar([("s0.jpg", IMAGES[0]), ("s0.cls", b"0"), ("s1.jpg", IMAGES[1]),
+                 ("s1.json", b'{"label": 1}'), ("s1.txt", b"a caption")])
+    second = tar([("d/s2.png", IMAGES[2]), ("d/s2.cls.txt", b"2\n"), ("s3.jpeg", IMAGES[3])])
+    yield "wds", WDS, [first]
+    yield "wds-two-tars", WDS, [first, second]
+
+    shard0 = mds_shard([struct.pack("<II", 8, len(image)) + f"img{i}.jpg".encode() + image +
+                        struct.pack("<q", i) for i, image in enumerate(IMAGES[:2])])
+    shard1 = mds_shard([struct.pack("<II", 8, len(image)) + f"img{i}.jpg".encode() + image +
+                        struct.pack("<q", i) for i, image in enumerate(IMAGES[2:], 2)])
+    zstd = subprocess.run(["zstd", "-q", "-c"], input=shard1, capture_output=True, check=True).stdout
+    index = {"shards": [mds_entry("shard.00000.mds", shard0)], "version": 2}
+    yield "mds", MDS, [json.dumps(index).encode(), shard0]
+    index["shards"].append(mds_entry("shard.00001.mds", shard1, "shard.00001.mds.zstd", len(zstd)))
+    yield "mds-zstd", MDS, [json.dumps(index).encode(), shard0, zstd]
+
+    raw_color = bytes(range(3 * 2 * 2))
+    values = [datum(0, IMAGES[0], True), datum(1, raw_color, False, 3, 2, 2),
+              datum(2, bytes(range(6)), False, 1, 2, 3)]
+    yield "caffe", CAFFE, values
+    yield "caffe-raw-rgb", CAFFE | RAW_PIXELS, values
+
+    manifest = {"format": "wds", "records": 4, "rejected": 0, "classes": ["a", "b"],
+                "files": [{"files": ["train-00000.tar"], "first_record": 0, "records": 2,
+                           "bytes": len(first)},
+                          {"files": ["train-00001.tar"], "first_record": 2, "records": 2,
+                           "bytes": len(second)}]}
+    yield "export-dir", EXPORT, [json.dumps(manifest).encode(), first, second]
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    for name, choice, parts in seeds():
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(bytes([choice]) + SPLIT.join(parts))
+
+
+if __name__ == "__main__":
+    main()
