@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of fuzz_import_source (tests/fuzz/corpus/fuzz_import_source/): small,
 well-formed sources of each kind the target reads, from the formats' published layouts (the same
-framing as tests/interop/foreign_formats_check.py), so mutations start from inputs that get past
-the first checks.
+framing as tests/interop/foreign_formats_check.py: tests/interop/published_formats.py), so
+mutations start from inputs that get past the first checks.
 
 Usage: make_import_seeds.py OUT_DIR
 An input is one byte (the source kind in its low six bits mod 6; bit 6: raw Caffe pixels as raw
@@ -17,6 +17,10 @@ import subprocess
 import sys
 import tarfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "interop"))
+from published_formats import (MAGIC, example, field, ir_pack,  # noqa: E402
+                               recordio_record, tfrecord_frames)
+
 SPLIT = b"\n--packrec-fuzz-part--\n"
 TFRECORD, RECORDIO, WDS, MDS, CAFFE, EXPORT = range(6)
 RAW_PIXELS = CRCS_MADE_RIGHT = 0x40
@@ -24,75 +28,6 @@ DEFERRED = 0x80
 
 # Not real JPEGs: sources hand bytes on unprobed, and small inputs fuzz faster.
 IMAGES = [b"\xff\xd8\xff\xe0fake-jpeg-" + bytes([i]) * (20 + 7 * i) + b"\xff\xd9" for i in range(4)]
-
-
-def crc32c(data):
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
-
-
-def masked_crc(data):
-    crc = crc32c(data)
-    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def varint(n):
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def field(number, wire, payload):
-    if wire == 0:
-        return varint(number << 3) + varint(payload)
-    return varint((number << 3) | 2) + varint(len(payload)) + payload
-
-
-def example(features):
-    entries = b""
-    for name, value in features.items():
-        if isinstance(value, int):
-            feature = field(3, 2, field(1, 2, varint(value)))
-        else:
-            feature = field(1, 2, field(1, 2, value))
-        entries += field(1, 2, field(1, 2, name.encode()) + field(2, 2, feature))
-    return field(1, 2, entries)
-
-
-def tfrecord(records):
-    out = b""
-    for data in records:
-        length = struct.pack("<Q", len(data))
-        out += length + struct.pack("<I", masked_crc(length)) + data
-        out += struct.pack("<I", masked_crc(data))
-    return out
-
-
-MAGIC = 0xCED7230A
-
-
-def recordio_record(data):
-    magic, out, start, parts = struct.pack("<I", MAGIC), b"", 0, 0
-    for i in range(0, len(data) - len(data) % 4, 4):
-        if data[i:i + 4] == magic:
-            out += magic + struct.pack("<I", ((1 if parts == 0 else 2) << 29) | (i - start))
-            out += data[start:i]
-            start, parts = i + 4, parts + 1
-    rest = data[start:]
-    out += magic + struct.pack("<I", ((3 if parts else 0) << 29) | len(rest)) + rest
-    return out + b"\0" * ((4 - len(rest) % 4) % 4)
-
-
-def ir_pack(label, ident, image):
-    return struct.pack("<IfQQ", 0, float(label), ident, 0) + image
 
 
 def tar(members):
@@ -120,7 +55,8 @@ def mds_shard(samples):
 
 
 def mds_entry(name, shard, zstd_name=None, zstd_bytes=0):
-    return {"column_encodings": ["str", "jpeg", "int"], "column_names": ["filename", "image", "label"],
+    return {"column_encodings": ["str", "jpeg", "int"],
+            "column_names": ["filename", "image", "label"],
             "column_sizes": [None, None, 8], "compression": "zstd" if zstd_name else None,
             "format": "mds", "hashes": [], "raw_data": {"basename": name, "bytes": len(shard)},
             "samples": struct.unpack_from("<I", shard)[0], "size_limit": 1 << 26, "version": 2,
@@ -137,10 +73,13 @@ def datum(label, data, encoded, channels=0, height=0, width=0):
 
 def seeds():
     labelled = [example({"image/encoded": image, "image/class/label": i,
-                         "image/filename": f"img{i}.jpg".encode()}) for i, image in enumerate(IMAGES)]
-    yield "tfrecord", TFRECORD, [tfrecord(labelled[:3] + [example({"image/encoded": IMAGES[3]})])]
-    yield "tfrecord-deferred", TFRECORD | DEFERRED, [tfrecord(labelled)]
-    yield "tfrecord-crcs-made-right", TFRECORD | CRCS_MADE_RIGHT | DEFERRED, [tfrecord(labelled)]
+                         "image/filename": f"img{i}.jpg".encode()})
+                for i, image in enumerate(IMAGES)]
+    unlabelled = example({"image/encoded": IMAGES[3]})
+    yield "tfrecord", TFRECORD, [tfrecord_frames(labelled[:3] + [unlabelled])]
+    yield "tfrecord-deferred", TFRECORD | DEFERRED, [tfrecord_frames(labelled)]
+    yield ("tfrecord-crcs-made-right", TFRECORD | CRCS_MADE_RIGHT | DEFERRED,
+           [tfrecord_frames(labelled)])
 
     # The last image holds the magic at an aligned offset: a record in three parts.
     split = IMAGES[3][:4] + struct.pack("<I", MAGIC) + IMAGES[3][4:12] + struct.pack("<I", MAGIC)
@@ -160,7 +99,8 @@ def seeds():
                         struct.pack("<q", i) for i, image in enumerate(IMAGES[:2])])
     shard1 = mds_shard([struct.pack("<II", 8, len(image)) + f"img{i}.jpg".encode() + image +
                         struct.pack("<q", i) for i, image in enumerate(IMAGES[2:], 2)])
-    zstd = subprocess.run(["zstd", "-q", "-c"], input=shard1, capture_output=True, check=True).stdout
+    zstd = subprocess.run(["zstd", "-q", "-c"], input=shard1, capture_output=True,
+                          check=True).stdout
     index = {"shards": [mds_entry("shard.00000.mds", shard0)], "version": 2}
     yield "mds", MDS, [json.dumps(index).encode(), shard0]
     index["shards"].append(mds_entry("shard.00001.mds", shard1, "shard.00001.mds.zstd", len(zstd)))
