@@ -18,8 +18,8 @@ import sys
 import tarfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "interop"))
-from published_formats import (MAGIC, example, field, ir_pack,  # noqa: E402
-                               recordio_record, tfrecord_frames)
+from published_formats import (MAGIC, caffe_datum, example, ir_pack,  # noqa: E402
+                               mds_sample, mds_shard, recordio_record, tfrecord_frames)
 
 SPLIT = b"\n--packrec-fuzz-part--\n"
 TFRECORD, RECORDIO, WDS, MDS, CAFFE, EXPORT = range(6)
@@ -43,17 +43,6 @@ def tar(members):
     return body + b"\0" * (-len(body) % 512 + 1024)
 
 
-def mds_shard(samples):
-    config = json.dumps({"format": "mds"}).encode()
-    offsets, at = [], 4 + 4 * (len(samples) + 1) + len(config)
-    for sample in samples:
-        offsets.append(at)
-        at += len(sample)
-    offsets.append(at)
-    return (struct.pack("<I", len(samples)) + struct.pack(f"<{len(offsets)}I", *offsets) + config +
-            b"".join(samples))
-
-
 def mds_entry(name, shard, zstd_name=None, zstd_bytes=0):
     return {"column_encodings": ["str", "jpeg", "int"],
             "column_names": ["filename", "image", "label"],
@@ -61,14 +50,6 @@ def mds_entry(name, shard, zstd_name=None, zstd_bytes=0):
             "format": "mds", "hashes": [], "raw_data": {"basename": name, "bytes": len(shard)},
             "samples": struct.unpack_from("<I", shard)[0], "size_limit": 1 << 26, "version": 2,
             "zip_data": {"basename": zstd_name, "bytes": zstd_bytes} if zstd_name else None}
-
-
-def datum(label, data, encoded, channels=0, height=0, width=0):
-    out = b""
-    if channels:
-        out += field(1, 0, channels) + field(2, 0, height) + field(3, 0, width)
-    out += field(4, 2, data) + field(5, 0, label)
-    return out + (field(7, 0, 1) if encoded else b"")
 
 
 def seeds():
@@ -95,10 +76,8 @@ def seeds():
     yield "wds", WDS, [first]
     yield "wds-two-tars", WDS, [first, second]
 
-    shard0 = mds_shard([struct.pack("<II", 8, len(image)) + f"img{i}.jpg".encode() + image +
-                        struct.pack("<q", i) for i, image in enumerate(IMAGES[:2])])
-    shard1 = mds_shard([struct.pack("<II", 8, len(image)) + f"img{i}.jpg".encode() + image +
-                        struct.pack("<q", i) for i, image in enumerate(IMAGES[2:], 2)])
+    samples = [mds_sample(f"img{i}.jpg".encode(), image, i) for i, image in enumerate(IMAGES)]
+    shard0, shard1 = mds_shard(samples[:2]), mds_shard(samples[2:])
     zstd = subprocess.run(["zstd", "-q", "-c"], input=shard1, capture_output=True,
                           check=True).stdout
     index = {"shards": [mds_entry("shard.00000.mds", shard0)], "version": 2}
@@ -107,8 +86,8 @@ def seeds():
     yield "mds-zstd", MDS, [json.dumps(index).encode(), shard0, zstd]
 
     raw_color = bytes(range(3 * 2 * 2))
-    values = [datum(0, IMAGES[0], True), datum(1, raw_color, False, 3, 2, 2),
-              datum(2, bytes(range(6)), False, 1, 2, 3)]
+    values = [caffe_datum(0, IMAGES[0], True), caffe_datum(1, raw_color, False, 3, 2, 2),
+              caffe_datum(2, bytes(range(6)), False, 1, 2, 3)]
     yield "caffe", CAFFE, values
     yield "caffe-raw-rgb", CAFFE | RAW_PIXELS, values
 

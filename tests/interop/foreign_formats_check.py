@@ -24,8 +24,9 @@ import subprocess
 import sys
 import tarfile
 
-from published_formats import (MAGIC, example, field, ir_pack, parse_example, read_recordio,
-                               read_tfrecord, recordio_record, tfrecord_frames)
+from published_formats import (MAGIC, caffe_datum, example, ir_pack, mds_sample, mds_shard,
+                               parse_example, read_recordio, read_tfrecord, recordio_record,
+                               tfrecord_frames)
 
 try:
     import lmdb
@@ -133,19 +134,8 @@ os.makedirs(mds_dir)
 columns = [("filename", "str", None), ("image", "jpeg", None), ("label", "int", 8)]
 shards = []
 for shard, chunk in enumerate((items[:10], items[10:])):
-    samples = []
-    for key, label, data in chunk:
-        body = key.encode() + data + struct.pack("<q", label)
-        samples.append(struct.pack("<II", len(key.encode()), len(data)) + body)
-    config = json.dumps({"format": "mds"}).encode()
-    head = 4 + 4 * (len(samples) + 1) + len(config)
-    offsets, at = [], head
-    for sample in samples:
-        offsets.append(at)
-        at += len(sample)
-    offsets.append(at)
-    blob = struct.pack("<I", len(samples)) + struct.pack(f"<{len(offsets)}I", *offsets) + config
-    blob += b"".join(samples)
+    samples = [mds_sample(key.encode(), data, label) for key, label, data in chunk]
+    blob = mds_shard(samples)
     raw_name = f"shard.{shard:05d}.mds"
     entry = {"column_encodings": [c[1] for c in columns], "column_names": [c[0] for c in columns],
              "column_sizes": [c[2] for c in columns], "format": "mds", "hashes": [],
@@ -173,10 +163,10 @@ caffe_dir = os.path.join(work, "caffe")
 env = lmdb.open(caffe_dir, map_size=1 << 26)
 with env.begin(write=True) as txn:
     for i, (key, label, data) in enumerate(items):
-        datum = field(4, 2, data) + field(5, 0, label) + field(7, 0, 1)
+        datum = caffe_datum(label, data, encoded=True)
         txn.put(f"{i:08d}_{key}".encode(), datum)
     planes = bytes([10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120])  # B, G, R planes
-    raw = field(1, 0, 3) + field(2, 0, 2) + field(3, 0, 2) + field(4, 2, planes) + field(5, 0, 1)
+    raw = caffe_datum(1, planes, encoded=False, channels=3, height=2, width=2)
     txn.put(f"{len(items):08d}_raw/pixels".encode(), raw)
 env.close()
 caffe_ds = os.path.join(work, "caffe.pkr")
@@ -336,7 +326,7 @@ bad_caffe = os.path.join(damaged, "caffe")
 env = lmdb.open(bad_caffe, map_size=1 << 26)
 with env.begin(write=True) as txn:
     for i, (key, label, data) in enumerate(items):
-        datum = field(4, 2, data) + field(5, 0, label) + field(7, 0, 1)
+        datum = caffe_datum(label, data, encoded=True)
         if i == 4:
             datum = datum[:50]
         txn.put(f"{i:08d}_{key}".encode(), datum)

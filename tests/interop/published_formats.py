@@ -1,8 +1,9 @@
 """The container formats other tools write, from their published framing (not from packrec's
-code): CRC-32C and TFRecord's mask, the protobuf wire format by hand (tf.Example), TFRecord
-frames, dmlc RecordIO records and im2rec's image header. Shared by
+code): CRC-32C and TFRecord's mask, the protobuf wire format by hand (tf.Example, caffe.Datum),
+TFRecord frames, dmlc RecordIO records and im2rec's image header, MDS samples and shards. Shared by
 tests/interop/foreign_formats_check.py and tests/fuzz/make_import_seeds.py.
 """
+import json
 import struct
 
 # --- CRC-32C (Castagnoli), bit by bit, and TFRecord's mask --------------------------------------
@@ -172,3 +173,31 @@ def read_recordio(path):
         assert flag == 0
         records.append((start, ident, label, data[24:]))
     return records
+
+
+# --- caffe.Datum (Caffe's caffe.proto), by hand --------------------------------------------------
+def caffe_datum(label, data, encoded, channels=0, height=0, width=0):
+    """channels (1), height (2), width (3) for raw pixels; data (4), label (5), encoded (7)."""
+    out = b""
+    if channels:
+        out += field(1, 0, channels) + field(2, 0, height) + field(3, 0, width)
+    out += field(4, 2, data) + field(5, 0, label)
+    return out + (field(7, 0, 1) if encoded else b"")
+
+
+# --- MDS (MosaicML Streaming): columns filename (str), image (jpeg), label (int) ------------------
+def mds_sample(key, data, label):
+    """Variable-size columns' lengths first, then the columns in order."""
+    return struct.pack("<II", len(key), len(data)) + key + data + struct.pack("<q", label)
+
+
+def mds_shard(samples):
+    """Sample count, the samples' offsets (and the end), the shard's JSON config, the samples."""
+    config = json.dumps({"format": "mds"}).encode()
+    offsets, at = [], 4 + 4 * (len(samples) + 1) + len(config)
+    for sample in samples:
+        offsets.append(at)
+        at += len(sample)
+    offsets.append(at)
+    return (struct.pack("<I", len(samples)) + struct.pack(f"<{len(offsets)}I", *offsets) + config +
+            b"".join(samples))
