@@ -14,7 +14,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -22,6 +21,7 @@
 #include <vector>
 
 #include "core/crc32c.h"
+#include "core/file_io.h"
 #include "fuzz_util.h"
 #include "packrec/source.h"
 
@@ -49,9 +49,8 @@ std::vector<std::string_view> SplitParts(std::string_view text) {
 }
 
 void WriteFile(const fs::path& path, std::string_view bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!out) std::abort();  // the scratch directory must take it: not what is fuzzed
+  // The scratch directory must take it: that is not what is fuzzed.
+  if (!packrec::WriteWholeFile(path, packrec::AsBytes(bytes), true).ok()) std::abort();
 }
 
 std::uintmax_t SizeOfFiles(const std::vector<fs::path>& files) {
@@ -154,10 +153,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const unsigned kind = (choice & 0x3f) % 6;  // bits 6 and 7: options
   const std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
 
-  const fs::path dir = packrec::fuzz::ScratchDir() / "source";
-  std::error_code ignored;
-  fs::remove_all(dir, ignored);
-  fs::create_directories(dir);
+  const fs::path dir = packrec::fuzz::FreshDir("source");
   // Bit 6 is also TFRecord's: its CRCs made right.
   Prepared prepared = Prepare(dir, kind, (choice & 0x40) != 0, SplitParts(rest));
 

@@ -17,10 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   namespace fs = std::filesystem;
   using namespace packrec;
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
-  const fs::path dir = fuzz::ScratchDir() / "shard";
-  std::error_code ignored;
-  fs::remove_all(dir, ignored);
-  fs::create_directories(dir);
+  const fs::path dir = fuzz::FreshDir("shard");
   if (!WriteWholeFile(dir / "shard-000000.pkr", bytes, true).ok()) return 0;
   std::uint64_t records = 1;
   if (size >= shard::kFooterSize) {

@@ -1,5 +1,6 @@
-// Shared by the fuzz targets: a scratch directory for the process, and reading a dataset through
-// every reader entry point (open, Read, ForEach, Verify), so the bytes reach every check.
+// Shared by the fuzz targets: a scratch directory for the process (emptied per input), and reading
+// a dataset through every reader entry point (open, Read, ForEach, Verify), so the bytes reach
+// every check.
 #ifndef PACKREC_TESTS_FUZZ_FUZZ_UTIL_H_
 #define PACKREC_TESTS_FUZZ_FUZZ_UTIL_H_
 
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <system_error>
 
 #include "packrec/reader.h"
 
@@ -27,6 +29,15 @@ inline const std::filesystem::path& ScratchDir() {
     });
     return path;
   }();
+  return dir;
+}
+
+// ScratchDir()/name, emptied: each input starts from nothing the last one left.
+inline std::filesystem::path FreshDir(const std::string& name) {
+  const std::filesystem::path dir = ScratchDir() / name;
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+  std::filesystem::create_directories(dir);
   return dir;
 }
 
