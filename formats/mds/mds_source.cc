@@ -86,6 +86,8 @@ Result<std::vector<Shard>> ReadIndex(const fs::path& dir) {
       }
       shard.file = zip["basename"].get<std::string>();
       shard.zstd = true;
+    } else if (!raw_name.empty()) {
+      shard.file = raw_name;  // missing, or not a file: one reject naming it when it is read
     } else {
       return bad(where + ": names no shard file (raw_data.basename)");
     }

@@ -51,7 +51,11 @@ class RecordIoSource final : public FileListSource {
     for (;;) {
       if (!in_.is_open()) {
         if (file_index_ == files_.size()) return false;
-        PACKREC_RETURN_IF_ERROR(in_.Open(files_[file_index_]));
+        if (Status open = in_.Open(files_[file_index_]); !open.ok()) {
+          in_.Close();
+          RejectUnopenedFile(record, open);
+          return true;
+        }
         resync_ = false;
         PACKREC_ASSIGN_OR_RETURN(keys_, ReadKeys(files_[file_index_]));
       }

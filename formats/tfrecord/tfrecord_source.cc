@@ -52,7 +52,11 @@ class TfRecordSource final : public FileListSource {
     for (;;) {
       if (!in_.is_open()) {
         if (file_index_ == files_.size()) return false;
-        PACKREC_RETURN_IF_ERROR(in_.Open(files_[file_index_]));
+        if (Status open = in_.Open(files_[file_index_]); !open.ok()) {
+          in_.Close();
+          RejectUnopenedFile(record, open);
+          return true;
+        }
       }
       if (in_.position == in_.size) {
         EndFile();

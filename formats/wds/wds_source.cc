@@ -68,8 +68,8 @@ class WdsSource final : public FileListSource {
     while (ready_.empty()) {
       if (archive_ == nullptr) {
         if (file_index_ == files_.size()) return false;
-        PACKREC_RETURN_IF_ERROR(OpenArchive());
-        continue;  // a file that is not a tar is one reject, and archive_ stays closed
+        OpenArchive();
+        continue;  // a file that cannot be opened or is not a tar is one reject, archive_ closed
       }
       ReadMember();
     }
@@ -82,7 +82,7 @@ class WdsSource final : public FileListSource {
   SourceFormat format() const override { return SourceFormat::kWebDataset; }
 
  private:
-  Status OpenArchive() {
+  void OpenArchive() {
     archive_ = archive_read_new();
     archive_read_support_format_tar(archive_);
     // A 0-byte file holds no samples, as GNU tar and the TFRecord and RecordIO importers read one.
@@ -93,7 +93,10 @@ class WdsSource final : public FileListSource {
     if (fd_ < 0) {
       const int error = errno;
       CloseArchive();
-      return ErrnoStatus("open", file, error);
+      SourceRecord failed;
+      RejectUnopenedFile(failed, ErrnoStatus("open", file, error));
+      ready_.push_back(std::move(failed));
+      return;
     }
     struct stat st {};
     file_size_ = ::fstat(fd_, &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
@@ -111,7 +114,6 @@ class WdsSource final : public FileListSource {
       FailArchive(read_errno_ != 0 ? "cannot be read" : "not a tar archive", 0, "",
                   "the file is not read");
     }
-    return Status::OK();
   }
 
   // The current tar is done with: the next one is opened on the next call.

@@ -70,8 +70,9 @@ struct SourceRecord {
 class RecordSource {
  public:
   virtual ~RecordSource() = default;
-  // Fills `record` with the next record; false at the end. An error: the source cannot go on
-  // (a file that cannot be opened at all); everything before it was delivered.
+  // Fills `record` with the next record; false at the end. A damaged record, or a data file that
+  // cannot be opened, comes back as a record whose status says so. An error: the source cannot go
+  // on (an index or list file that cannot be read); everything before it was delivered.
   virtual Result<bool> Next(SourceRecord& record) = 0;
   // Label i is classes()[i] when the source carries class names (may grow while reading: a
   // WebDataset's names are known only once read); empty otherwise.

@@ -49,6 +49,16 @@ std::string RecordOrigin(const std::filesystem::path& file, std::uint64_t record
   return file.string() + " record " + std::to_string(record) + " at byte " + std::to_string(offset);
 }
 
+void FileListSource::RejectUnopenedFile(SourceRecord& record, const Status& why) {
+  const std::filesystem::path& file = files_[file_index_];
+  record = SourceRecord{};
+  record.origin = file.string();
+  record.status = Status(why.code(), why.message() + "; the file is not read");
+  std::error_code error;
+  const std::uintmax_t size = std::filesystem::file_size(file, error);
+  LeaveFile(error ? 0 : size);
+}
+
 Status SequentialFile::Open(const std::filesystem::path& path) {
   PACKREC_ASSIGN_OR_RETURN(file, RandomAccessFile::Open(path));
   PACKREC_ASSIGN_OR_RETURN(size, file->RegularFileSize());

@@ -121,6 +121,11 @@ class FileListSource : public RecordSource {
     files_behind_bytes_ += file_size;
     ++file_index_;
   }
+  // The current file cannot be opened (removed since it was listed, no permission, not a regular
+  // file): `record` becomes one reject naming it and `why`, and the next file is read. A loose
+  // image that cannot be opened is one reject too, so under --on-error skip the rest of the
+  // source converts and the rejects report says which file was left out.
+  void RejectUnopenedFile(SourceRecord& record, const Status& why);
 
   std::vector<std::filesystem::path> files_;
   std::size_t file_index_ = 0;  // the file read now, or files_.size() at the end

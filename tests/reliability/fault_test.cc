@@ -254,8 +254,10 @@ TEST_CASE("an input that cannot be opened or read: a named reject under skip, a 
 // Every open and every read of another tool's container files failed in turn, one per run
 // (libstdc++ throws from a failed read inside json::parse of a stream: the export manifest ended
 // the process): never a crash. The export manifest and RecordIO's .lst are read whole or the
-// import stops naming them; a data file that cannot be opened stops it too; a read failing inside
-// a data file is one reject naming it under --on-error skip, the records before and after kept.
+// import stops naming them; a data file that cannot be opened, or a read failing inside one, is
+// one reject naming it under --on-error skip, the records before and after kept (which call fails
+// depends on how the reading and prefetching threads interleave; import_export_test.cc leaves out
+// a data file for certain).
 TEST_CASE("a container source whose files fail to open or read: a named error or reject") {
   test::TempDir dir;
   // About 2.6 MB in two files: several reads a file (libarchive reads 1 MiB at a time, the
@@ -301,7 +303,7 @@ TEST_CASE("a container source whose files fail to open or read: a named error or
             failed_file == "packrec-export.json" || failed_file.extension() == ".lst";
         if (run.exit_code == 6) {
           // Stopped, naming what could not be read and why; no dataset left.
-          CHECK((side_file || kind == "open"));
+          CHECK(side_file);
           CHECK(run.output.find(failed) != std::string::npos);
           CHECK(run.output.find(read_fault.text) != std::string::npos);
           CHECK_FALSE(fs::exists(output / "manifest.json"));
