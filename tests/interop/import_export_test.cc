@@ -683,20 +683,25 @@ std::vector<std::uint64_t> MakeTar(const fs::path& tar, const std::vector<TarMem
   return headers;
 }
 
-// Next's records from `spec` as "key label" for good ones, "reject ORIGIN: MESSAGE" for others.
-std::vector<std::string> ImportedFrom(const std::string& spec) {
-  Result<std::unique_ptr<RecordSource>> source =
-      OpenRecordSource(spec, SourceFormat::kWebDataset, {});
-  REQUIRE_MESSAGE(source.ok(), source.status().ToString());
+// What `source` gives, one line a record: "KEY LABEL", or "reject ORIGIN: MESSAGE".
+std::vector<std::string> Listed(RecordSource& source) {
   std::vector<std::string> seen;
   SourceRecord record;
   for (;;) {
-    const Result<bool> more = (*source)->Next(record);
+    const Result<bool> more = source.Next(record);
     REQUIRE_MESSAGE(more.ok(), more.status().ToString());
     if (!*more) return seen;
     seen.push_back(record.status.ok() ? record.key + " " + std::to_string(record.label)
                                       : "reject " + record.origin + ": " + record.status.message());
   }
+}
+
+// Listed() of the WebDataset source `spec`.
+std::vector<std::string> ImportedFrom(const std::string& spec) {
+  Result<std::unique_ptr<RecordSource>> source =
+      OpenRecordSource(spec, SourceFormat::kWebDataset, {});
+  REQUIRE_MESSAGE(source.ok(), source.status().ToString());
+  return Listed(**source);
 }
 
 // A tar writer stopped between two members (a killed WebDataset ShardWriter) leaves a tar without
@@ -863,6 +868,17 @@ TEST_CASE("an MDS index.json or packrec-export.json of the wrong shape: named, n
   }
 }
 
+// A synthetic tree (`classes` x `per_class` images at DIR/tree) converted into DIR/direct, which
+// is returned opened, and written as MDS into DIR/mds, `per_shard` samples a shard.
+std::unique_ptr<Reader> TreeAsMds(const fs::path& dir, std::uint32_t classes,
+                                  std::uint32_t per_class, std::uint64_t per_shard,
+                                  std::vector<MdsShard>* shards) {
+  test::SynthTree(dir / "tree", classes, per_class);
+  std::unique_ptr<Reader> direct = ConvertAndOpen(dir / "tree", dir / "direct");
+  *shards = WriteMds(*direct, dir / "mds", per_shard);
+  return direct;
+}
+
 TEST_CASE("MDS shards import record for record, read in order: the place in the files too") {
   test::TempDir dir;
   test::SynthTree(dir / "tree", 3, 7);
@@ -887,27 +903,13 @@ TEST_CASE("MDS shards import record for record, read in order: the place in the 
   CHECK(CheckPlaceInFiles(**source, true) == expected->size());
 }
 
-// What `source` gives, one line a record: "KEY LABEL", or "reject ORIGIN: MESSAGE".
-std::vector<std::string> Listed(RecordSource& source) {
-  std::vector<std::string> seen;
-  SourceRecord record;
-  for (;;) {
-    const Result<bool> more = source.Next(record);
-    REQUIRE_MESSAGE(more.ok(), more.status().ToString());
-    if (!*more) return seen;
-    seen.push_back(record.status.ok() ? record.key + " " + std::to_string(record.label)
-                                      : "reject " + record.origin + ": " + record.status.message());
-  }
-}
-
 // A data file gone since the source was listed (a dangling link here; no permission reads the
 // same) is left out as one reject naming it, as a loose image that cannot be opened is, and the
 // files after it import: under --on-error skip a conversion goes on, under fail it stops naming it.
 TEST_CASE("a container's data file that cannot be opened is one named reject; the rest imports") {
   test::TempDir dir;
-  test::SynthTree(dir / "tree", 3, 6);
-  const std::unique_ptr<Reader> expected = ConvertAndOpen(dir / "tree", dir / "direct");
-  const std::vector<MdsShard> shards = WriteMds(*expected, dir / "mds", 6);
+  std::vector<MdsShard> shards;
+  const std::unique_ptr<Reader> expected = TreeAsMds(dir.path(), 3, 6, 6, &shards);
   REQUIRE(shards.size() == 3);
   for (const std::string format : {"wds", "tfrecord", "recordio", "mds"}) {
     CAPTURE(format);
@@ -1005,9 +1007,8 @@ TEST_CASE("a RecordIO or TFRecord cut short while it is read ends with one named
 // a window, the cut is one error naming the shard, and the shard ends there.
 TEST_CASE("an MDS shard cut short while it is read ends with one named error, not SIGBUS") {
   test::TempDir dir;
-  test::SynthTree(dir / "tree", 2, 15);
-  const std::unique_ptr<Reader> expected = ConvertAndOpen(dir / "tree", dir / "direct");
-  const std::vector<MdsShard> shards = WriteMds(*expected, dir / "mds", 100);
+  std::vector<MdsShard> shards;
+  const std::unique_ptr<Reader> expected = TreeAsMds(dir.path(), 2, 15, 100, &shards);
   REQUIRE(shards.size() == 1);
   const MdsShard& shard = shards[0];
   REQUIRE(shard.offsets.size() == 30);
