@@ -89,17 +89,26 @@ class WdsSource final : public FileListSource {
     archive_read_support_format_empty(archive_);
     archive_read_support_filter_all(archive_);  // .tar.gz, .tar.zst, ... as well
     const fs::path& file = files_[file_index_];
-    fd_ = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: a FIFO matched by a glob must not wait for a writer, for ever; it is refused
+    // below, as the TFRecord and RecordIO importers refuse it (a tar is read from a file).
+    fd_ = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    Status unopened;
+    struct stat st {};
     if (fd_ < 0) {
-      const int error = errno;
+      unopened = ErrnoStatus("open", file, errno);
+    } else if (::fstat(fd_, &st) != 0) {
+      unopened = ErrnoStatus("stat", file, errno);
+    } else if (!S_ISREG(st.st_mode)) {
+      unopened = Status::InvalidInput("read " + file.string() + ": not a regular file");
+    }
+    if (!unopened.ok()) {
       CloseArchive();
       SourceRecord failed;
-      RejectUnopenedFile(failed, ErrnoStatus("open", file, error));
+      RejectUnopenedFile(failed, unopened);
       ready_.push_back(std::move(failed));
       return;
     }
-    struct stat st {};
-    file_size_ = ::fstat(fd_, &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+    file_size_ = static_cast<std::uint64_t>(st.st_size);
     read_position_ = 0;
     read_errno_ = 0;
     read_ahead_.Reset();

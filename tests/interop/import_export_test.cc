@@ -2,6 +2,8 @@
 // source specs (globs, braces), detection, round trips through every export format, refusals.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -904,8 +906,9 @@ TEST_CASE("MDS shards import record for record, read in order: the place in the 
 }
 
 // A data file gone since the source was listed (a dangling link here; no permission reads the
-// same) is left out as one reject naming it, as a loose image that cannot be opened is, and the
-// files after it import: under --on-error skip a conversion goes on, under fail it stops naming it.
+// same), or one that is no regular file (a FIFO, which must not be waited on), is left out as one
+// reject naming it, as such a loose image is, and the files after it import: under --on-error
+// skip a conversion goes on, under fail it stops naming it.
 TEST_CASE("a container's data file that cannot be opened is one named reject; the rest imports") {
   test::TempDir dir;
   std::vector<MdsShard> shards;
@@ -929,49 +932,60 @@ TEST_CASE("a container's data file that cannot be opened is one named reject; th
     const std::vector<fs::path> files = (*whole)->files();
     REQUIRE(files.size() >= 3);
     const fs::path gone = files[1];
-    // What reading gives once `gone` cannot be opened: its records become one reject.
-    std::vector<std::string> want;
+    // What reading gives once `gone` cannot be opened: its records become one reject, here.
+    std::vector<std::string> kept;
+    std::size_t reject_at = 0;
     std::uint64_t gone_records = 0;
     SourceRecord record;
     while ((*whole)->Next(record).value()) {
       REQUIRE(record.status.ok());
-      if (record.origin.starts_with(gone.string() + " ")) {
-        if (gone_records++ == 0) {
-          want.push_back("reject " + gone.string() + ": open " + gone.string() +
-                         ": No such file or directory" +
-                         (format == "mds" ? "" : "; the file is not read"));
-        }
-        continue;
+      if (!record.origin.starts_with(gone.string() + " ")) {
+        kept.push_back(record.key + " " + std::to_string(record.label));
+      } else if (gone_records++ == 0) {
+        reject_at = kept.size();
       }
-      want.push_back(record.key + " " + std::to_string(record.label));
     }
     REQUIRE(gone_records > 0);
-    fs::remove(gone);
-    fs::create_symlink(dir / "nowhere", gone);
-
-    Result<std::unique_ptr<RecordSource>> source = OpenRecordSource(source_dir.string(), *kind, {});
-    REQUIRE_MESSAGE(source.ok(), source.status().ToString());
-    CHECK(Listed(**source) == want);
     std::uint64_t bytes_left = 0;
     for (const fs::path& file : files) bytes_left += file == gone ? 0 : fs::file_size(file);
-    CHECK((*source)->bytes_read() == bytes_left);
+    for (const std::string way : {"dangling link", "fifo"}) {
+      CAPTURE(way);
+      fs::remove(gone);
+      std::string why;
+      if (way == "fifo") {
+        REQUIRE(::mkfifo(gone.c_str(), 0644) == 0);
+        why = "read " + gone.string() + ": not a regular file";
+      } else {
+        fs::create_symlink(dir / "nowhere", gone);
+        why = "open " + gone.string() + ": No such file or directory";
+      }
+      std::vector<std::string> want = kept;
+      want.insert(want.begin() + static_cast<std::ptrdiff_t>(reject_at),
+                  "reject " + gone.string() + ": " + why +
+                      (format == "mds" ? "" : "; the file is not read"));
+      Result<std::unique_ptr<RecordSource>> source =
+          OpenRecordSource(source_dir.string(), *kind, {});
+      REQUIRE_MESSAGE(source.ok(), source.status().ToString());
+      CHECK(Listed(**source) == want);
+      CHECK((*source)->bytes_read() == bytes_left);
 
-    ConvertOptions skip;
-    skip.source = source_dir;
-    skip.output = dir / (format + "-skip");
-    skip.on_error = OnError::kSkip;
-    const Result<ConvertStats> skipped = Convert(skip);
-    REQUIRE_MESSAGE(skipped.ok(), skipped.status().ToString());
-    CHECK(skipped->records_written == expected->size() - gone_records);
-    REQUIRE(skipped->rejects.size() == 1);
-    CHECK(skipped->rejects[0].path == gone.string());
-    ConvertOptions fail = skip;
-    fail.output = dir / (format + "-fail");
-    fail.on_error = OnError::kFail;
-    const Result<ConvertStats> failed = Convert(fail);
-    REQUIRE_FALSE(failed.ok());
-    CHECK(failed.status().message().find(gone.string() + ": open ") != std::string::npos);
-    CHECK_FALSE(fs::exists(fail.output));
+      ConvertOptions skip;
+      skip.source = source_dir;
+      skip.output = dir / (format + "-skip-" + way);
+      skip.on_error = OnError::kSkip;
+      const Result<ConvertStats> skipped = Convert(skip);
+      REQUIRE_MESSAGE(skipped.ok(), skipped.status().ToString());
+      CHECK(skipped->records_written == expected->size() - gone_records);
+      REQUIRE(skipped->rejects.size() == 1);
+      CHECK(skipped->rejects[0].path == gone.string());
+      ConvertOptions fail = skip;
+      fail.output = dir / (format + "-fail-" + way);
+      fail.on_error = OnError::kFail;
+      const Result<ConvertStats> failed = Convert(fail);
+      REQUIRE_FALSE(failed.ok());
+      CHECK(failed.status().message().find(gone.string() + ": " + why) != std::string::npos);
+      CHECK_FALSE(fs::exists(fail.output));
+    }
   }
 }
 
