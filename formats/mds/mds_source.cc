@@ -173,10 +173,7 @@ class MdsSource final : public FileListSource {
                                DecompressZstdFrames(compressed, kMaxShardBytes, path.string()));
       shard_bytes = decompressed_.size();
     } else {
-      if (Status open = in_.Open(path); !open.ok()) {
-        in_.Close();
-        return open;
-      }
+      PACKREC_RETURN_IF_ERROR(in_.Open(path));
       in_.Prefetch();
       shard_bytes = in_.size;
     }

@@ -52,7 +52,6 @@ class RecordIoSource final : public FileListSource {
       if (!in_.is_open()) {
         if (file_index_ == files_.size()) return false;
         if (Status open = in_.Open(files_[file_index_]); !open.ok()) {
-          in_.Close();
           RejectUnopenedFile(record, open);
           return true;
         }

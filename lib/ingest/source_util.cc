@@ -60,8 +60,9 @@ void FileListSource::RejectUnopenedFile(SourceRecord& record, const Status& why)
 }
 
 Status SequentialFile::Open(const std::filesystem::path& path) {
-  PACKREC_ASSIGN_OR_RETURN(file, RandomAccessFile::Open(path));
-  PACKREC_ASSIGN_OR_RETURN(size, file->RegularFileSize());
+  PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> opened, RandomAccessFile::Open(path));
+  PACKREC_ASSIGN_OR_RETURN(size, opened->RegularFileSize());
+  file = std::move(opened);
   file->AdviseSequential(0, size);
   read_ahead.Reset();
   position = 0;

@@ -81,6 +81,7 @@ struct SequentialFile {
   std::uint64_t number = 0;  // records begun in this file
   ReadAhead read_ahead;
 
+  // On failure (no such file, not a regular file, ...) it stays closed.
   Status Open(const std::filesystem::path& path);
   bool is_open() const { return file != nullptr; }
   bool at_end() const { return position >= size; }
