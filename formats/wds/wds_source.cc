@@ -5,13 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <deque>
 #include <optional>
 
@@ -88,31 +83,24 @@ class WdsSource final : public FileListSource {
     // A 0-byte file holds no samples, as GNU tar and the TFRecord and RecordIO importers read one.
     archive_read_support_format_empty(archive_);
     archive_read_support_filter_all(archive_);  // .tar.gz, .tar.zst, ... as well
-    const fs::path& file = files_[file_index_];
-    // O_NONBLOCK: a FIFO matched by a glob must not wait for a writer, for ever; it is refused
-    // below, as the TFRecord and RecordIO importers refuse it (a tar is read from a file).
-    fd_ = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    Status unopened;
-    struct stat st {};
-    if (fd_ < 0) {
-      unopened = ErrnoStatus("open", file, errno);
-    } else if (::fstat(fd_, &st) != 0) {
-      unopened = ErrnoStatus("stat", file, errno);
-    } else if (!S_ISREG(st.st_mode)) {
-      unopened = Status::InvalidInput("read " + file.string() + ": not a regular file");
-    }
-    if (!unopened.ok()) {
+    // Opened as the TFRecord and RecordIO importers open their files: a FIFO a glob matched is
+    // refused, never waited on (a tar is read from a regular file).
+    Result<std::unique_ptr<RandomAccessFile>> opened = RandomAccessFile::Open(files_[file_index_]);
+    const Result<std::uint64_t> size =
+        opened.ok() ? (*opened)->RegularFileSize() : Result<std::uint64_t>(opened.status());
+    if (!size.ok()) {
       CloseArchive();
       SourceRecord failed;
-      RejectUnopenedFile(failed, unopened);
+      RejectUnopenedFile(failed, size.status());
       ready_.push_back(std::move(failed));
       return;
     }
-    file_size_ = static_cast<std::uint64_t>(st.st_size);
+    file_ = std::move(*opened);
+    file_size_ = *size;
     read_position_ = 0;
-    read_errno_ = 0;
+    read_failed_ = false;
     read_ahead_.Reset();
-    ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+    file_->AdviseSequential(0, file_size_);
     // Our own read callback, so the kernel is kept reading ahead (ReadAhead) on cold storage.
     archive_read_set_skip_callback(archive_, &WdsSource::SkipCallback);
     samples_in_file_ = 0;
@@ -120,7 +108,7 @@ class WdsSource final : public FileListSource {
         ARCHIVE_OK) {
       // Damaged source data, which follows --on-error like a damaged member (and a file that
       // fails to read, as in the other importers), rather than stopping the import.
-      FailArchive(read_errno_ != 0 ? "cannot be read" : "not a tar archive", 0, "",
+      FailArchive(read_failed_ ? "cannot be read" : "not a tar archive", 0, "",
                   "the file is not read");
     }
   }
@@ -138,34 +126,22 @@ class WdsSource final : public FileListSource {
   void CloseArchive() {
     if (archive_ != nullptr) archive_read_free(archive_);
     archive_ = nullptr;
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
+    file_.reset();
   }
 
- public:
-  // What ReadAhead calls.
-  void AdviseWillNeed(std::uint64_t offset, std::uint64_t length) const {
-    ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(length),
-                    POSIX_FADV_WILLNEED);
-  }
-
- private:
   static la_ssize_t ReadCallback(archive* a, void* self, const void** buffer) {
     auto* source = static_cast<WdsSource*>(self);
-    source->read_ahead_.At(*source, source->read_position_, source->file_size_);
-    for (;;) {
-      const ssize_t got =
-          ::read(source->fd_, source->read_buffer_.data(), source->read_buffer_.size());
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0) {
-        source->read_errno_ = errno;
-        archive_set_error(a, errno, "read failed: %s", std::strerror(errno));
-        return -1;
-      }
-      source->read_position_ += static_cast<std::uint64_t>(got);
-      *buffer = source->read_buffer_.data();
-      return got;
+    source->read_ahead_.At(*source->file_, source->read_position_, source->file_size_);
+    const Result<std::size_t> got =
+        source->file_->ReadSome(source->read_position_, source->read_buffer_);
+    if (!got.ok()) {
+      source->read_failed_ = true;
+      archive_set_error(a, EIO, "%s", got.status().message().c_str());
+      return -1;
     }
+    source->read_position_ += *got;
+    *buffer = source->read_buffer_.data();
+    return static_cast<la_ssize_t>(*got);
   }
 
   // Members no record is made from are skipped with a seek rather than read (libarchive reads
@@ -176,7 +152,7 @@ class WdsSource final : public FileListSource {
     const auto left = static_cast<la_int64_t>(source->file_size_) -
                       static_cast<la_int64_t>(source->read_position_);
     const la_int64_t skip = std::clamp<la_int64_t>(request, 0, std::max<la_int64_t>(left, 0));
-    if (skip == 0 || ::lseek(source->fd_, static_cast<off_t>(skip), SEEK_CUR) < 0) return 0;
+    if (skip == 0) return 0;
     source->read_position_ += static_cast<std::uint64_t>(skip);
     return skip;
   }
@@ -386,10 +362,10 @@ class WdsSource final : public FileListSource {
 
   SourceOptions options_;
   archive* archive_ = nullptr;
-  int fd_ = -1;
+  std::unique_ptr<RandomAccessFile> file_;  // the tar read now
   std::uint64_t file_size_ = 0;
-  std::uint64_t read_position_ = 0;
-  int read_errno_ = 0;  // of a read(2) that failed in this tar
+  std::uint64_t read_position_ = 0;  // the next read starts here
+  bool read_failed_ = false;         // a read of this tar failed (not a tar's damage)
   std::vector<std::byte> read_buffer_ = std::vector<std::byte>(1 << 20);
   ReadAhead read_ahead_;
   std::uint64_t samples_in_file_ = 0;

@@ -268,20 +268,24 @@ Status RandomAccessFile::CheckUnchanged() const {
 Status RandomAccessFile::ReadExact(std::uint64_t offset, std::span<std::byte> out) const {
   std::size_t done = 0;
   while (done < out.size()) {
-    const ssize_t n =
-        ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus("read", path_, errno);
-    }
+    PACKREC_ASSIGN_OR_RETURN(const std::size_t n, ReadSome(offset + done, out.subspan(done)));
     if (n == 0) {
       return Status::Truncated(path_.string() + ": truncated (wanted bytes up to " +
                                std::to_string(offset + out.size()) + ", file ends at " +
                                std::to_string(offset + done) + ")");
     }
-    done += static_cast<std::size_t>(n);
+    done += n;
   }
   return Status::OK();
+}
+
+Result<std::size_t> RandomAccessFile::ReadSome(std::uint64_t offset,
+                                               std::span<std::byte> out) const {
+  for (;;) {
+    const ssize_t n = ::pread(fd_, out.data(), out.size(), static_cast<off_t>(offset));
+    if (n >= 0) return static_cast<std::size_t>(n);
+    if (errno != EINTR) return ErrnoStatus("read", path_, errno);
+  }
 }
 
 void RandomAccessFile::AdviseSequential(std::uint64_t offset, std::uint64_t length) const {

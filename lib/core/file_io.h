@@ -114,6 +114,8 @@ class RandomAccessFile {
   Status CheckUnchanged() const;
   // Fills `out` from `offset`. Truncated when the file ends first.
   Status ReadExact(std::uint64_t offset, std::span<std::byte> out) const;
+  // One read into `out` from `offset`: how many bytes came, fewer near the end, 0 past it.
+  Result<std::size_t> ReadSome(std::uint64_t offset, std::span<std::byte> out) const;
   // Hint that [offset, offset + length) will be read soon and in order.
   void AdviseSequential(std::uint64_t offset, std::uint64_t length) const;
   // Asks the kernel to start reading [offset, offset + length) now, without waiting for it.
