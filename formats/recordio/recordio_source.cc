@@ -78,11 +78,13 @@ class RecordIoSource final : public FileListSource {
  private:
   std::uint64_t position_in_file() const override { return in_.is_open() ? in_.position : 0; }
 
-  // After a bad magic: on to the next 4-aligned magic that starts a record (flag 0 or 1).
+  // After a bad magic: on to the next 4-aligned magic that starts a record (flag 0 or 1). The
+  // window is no bigger than what is left of the file.
   Status Resync() {
     resync_ = false;
-    std::vector<std::byte> window(1 << 20);
     std::uint64_t at = (in_.position + 4) & ~std::uint64_t{3};
+    std::vector<std::byte> window(static_cast<std::size_t>(
+        std::min<std::uint64_t>(1 << 20, in_.size - std::min(at, in_.size))));
     while (at + 8 <= in_.size) {
       const std::size_t length =
           static_cast<std::size_t>(std::min<std::uint64_t>(window.size(), in_.size - at));

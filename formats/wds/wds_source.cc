@@ -132,6 +132,11 @@ class WdsSource final : public FileListSource {
   static la_ssize_t ReadCallback(archive* a, void* self, const void** buffer) {
     auto* source = static_cast<WdsSource*>(self);
     source->read_ahead_.At(*source->file_, source->read_position_, source->file_size_);
+    // No bigger than the tar (a small one does not pay for zeroing and mapping 1 MiB), at least
+    // one byte so that a read past the size stat'ed at open still sees what was added since.
+    const auto wanted = static_cast<std::size_t>(
+        std::clamp<std::uint64_t>(source->file_size_, 1, kReadBufferBytes));
+    if (source->read_buffer_.size() < wanted) source->read_buffer_.resize(wanted);
     const Result<std::size_t> got =
         source->file_->ReadSome(source->read_position_, source->read_buffer_);
     if (!got.ok()) {
@@ -366,7 +371,8 @@ class WdsSource final : public FileListSource {
   std::uint64_t file_size_ = 0;
   std::uint64_t read_position_ = 0;  // the next read starts here
   bool read_failed_ = false;         // a read of this tar failed (not a tar's damage)
-  std::vector<std::byte> read_buffer_ = std::vector<std::byte>(1 << 20);
+  static constexpr std::uint64_t kReadBufferBytes = 1 << 20;
+  std::vector<std::byte> read_buffer_;  // grown to the largest tar read, up to kReadBufferBytes
   ReadAhead read_ahead_;
   std::uint64_t samples_in_file_ = 0;
   std::optional<Sample> pending_;

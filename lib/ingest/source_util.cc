@@ -90,7 +90,10 @@ Status SequentialFile::FillWindow(std::uint64_t from) {
                                          std::to_string(from) + " of " + std::to_string(size) +
                                          ")"));
   }
-  if (window_.empty()) window_.resize(kWindowBytes);
+  // No bigger than the file: a file of a few KiB (a .lst, a small shard, each fuzz input) does
+  // not pay for zeroing and mapping a whole window.
+  const auto wanted = static_cast<std::size_t>(std::min<std::uint64_t>(kWindowBytes, size));
+  if (window_.size() < wanted) window_.resize(wanted);
   const auto length = static_cast<std::size_t>(std::min<std::uint64_t>(kWindowBytes, size - from));
   PACKREC_RETURN_IF_ERROR(EndIfFailed(file->ReadExact(from, std::span(window_).first(length))));
   window_offset_ = from;
