@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 build=build
 # Line tables only (-g1): backtraces, perf and gdb's `bt` still name function, file and line; a
-# translation unit compiles in 0.63-0.74x the time it takes at -g (no variables or types in the
+# translation unit compiles in 0.63-0.75x the time it takes at -g (no variables or types in the
 # debug info). For a debugging session with variables: a build of your own at -g.
 cmake_args=(-DPACKREC_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
             -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG")
