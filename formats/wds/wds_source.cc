@@ -97,6 +97,11 @@ class WdsSource final : public FileListSource {
     }
     file_ = std::move(*opened);
     file_size_ = *size;
+    // No bigger than the tar (a small one does not pay for zeroing and mapping 1 MiB), at least
+    // one byte so that a read past the size stat'ed here still sees what was added since.
+    const auto wanted =
+        static_cast<std::size_t>(std::clamp<std::uint64_t>(file_size_, 1, kReadBufferBytes));
+    if (read_buffer_.size() < wanted) read_buffer_.resize(wanted);
     read_position_ = 0;
     read_failed_ = false;
     read_ahead_.Reset();
@@ -132,11 +137,6 @@ class WdsSource final : public FileListSource {
   static la_ssize_t ReadCallback(archive* a, void* self, const void** buffer) {
     auto* source = static_cast<WdsSource*>(self);
     source->read_ahead_.At(*source->file_, source->read_position_, source->file_size_);
-    // No bigger than the tar (a small one does not pay for zeroing and mapping 1 MiB), at least
-    // one byte so that a read past the size stat'ed at open still sees what was added since.
-    const auto wanted = static_cast<std::size_t>(
-        std::clamp<std::uint64_t>(source->file_size_, 1, kReadBufferBytes));
-    if (source->read_buffer_.size() < wanted) source->read_buffer_.resize(wanted);
     const Result<std::size_t> got =
         source->file_->ReadSome(source->read_position_, source->read_buffer_);
     if (!got.ok()) {
