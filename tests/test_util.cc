@@ -1,6 +1,8 @@
 #include "test_util.h"
 
+#include <fcntl.h>
 #include <png.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +15,8 @@
 
 #include "core/random.h"
 #include "decode/codecs.h"
+
+extern char** environ;
 
 namespace packrec::test {
 
@@ -130,6 +134,31 @@ CommandResult RunCli(const std::string& args) {
   const int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
+}
+
+pid_t SpawnCli(const std::vector<std::string>& args, const fs::path& output) {
+  std::vector<std::string> all = {PACKREC_CLI_PATH};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& arg : all) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  const std::string sink = output.empty() ? "/dev/null" : output.string();
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, sink.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) throw std::runtime_error("posix_spawn failed");
+  return pid;
+}
+
+int WaitForCli(pid_t pid) {
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid) throw std::runtime_error("waitpid failed");
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 ScopedTmpfs::ScopedTmpfs(const fs::path& path, const std::string& size) : path_(path) {

@@ -2,6 +2,8 @@
 #ifndef PACKREC_TESTS_TEST_UTIL_H_
 #define PACKREC_TESTS_TEST_UTIL_H_
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -45,6 +47,11 @@ struct CommandResult {
 // Runs the packrec CLI with `args` (already shell-quoted where needed).
 CommandResult RunCli(const std::string& args);
 std::string Quote(const std::filesystem::path& path);
+// Starts the packrec CLI with `args` (one argument each, no quoting) without waiting for it; its
+// stdout and stderr go to `output` (/dev/null when empty). Reap it with WaitForCli.
+pid_t SpawnCli(const std::vector<std::string>& args, const std::filesystem::path& output = {});
+// Waits for a process SpawnCli started: its exit code, or 128 + the signal that ended it.
+int WaitForCli(pid_t pid);
 
 // A tmpfs of `size` (mount's syntax: "1m") mounted at `path` (created), unmounted on
 // destruction. mounted() is false where the test may not mount one (not root): skip then.

@@ -43,6 +43,8 @@ class CaffeLmdbSource final : public RecordSource {
   Status Open() {
     std::error_code error;
     const bool directory = fs::is_directory(path_, error);
+    // Before LMDB maps the file: a cut one would raise SIGBUS on the first page past its end.
+    PACKREC_RETURN_IF_ERROR(CheckDataFileWhole(files_.front()));
     int rc = mdb_env_create(&env_);
     if (rc == 0) mdb_env_set_mapsize(env_, 0);
     if (rc == 0) {
@@ -50,7 +52,6 @@ class CaffeLmdbSource final : public RecordSource {
                         MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS | (directory ? 0 : MDB_NOSUBDIR), 0644);
     }
     if (rc != 0) return LmdbError(rc, "open the Caffe LMDB", path_);
-    PACKREC_RETURN_IF_ERROR(CheckNotTruncated());
     rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn_);
     MDB_dbi dbi = 0;
     if (rc == 0) rc = mdb_dbi_open(txn_, nullptr, 0, &dbi);
@@ -100,23 +101,6 @@ class CaffeLmdbSource final : public RecordSource {
 
  private:
   // LMDB maps the file and trusts it: pages past a cut-short file's end would raise SIGBUS.
-  Status CheckNotTruncated() const {
-    MDB_envinfo info{};
-    MDB_stat stat{};
-    mdb_env_info(env_, &info);
-    mdb_env_stat(env_, &stat);
-    const std::uint64_t needed =
-        (static_cast<std::uint64_t>(info.me_last_pgno) + 1) * stat.ms_psize;
-    std::error_code error;
-    const std::uint64_t size = fs::file_size(files_.front(), error);
-    if (error) return Status::IOError("stat " + files_.front().string() + ": " + error.message());
-    if (size < needed) {
-      return Status::Truncated(files_.front().string() + ": truncated (expected at least " +
-                               std::to_string(needed) + " bytes, got " + std::to_string(size) +
-                               ")");
-    }
-    return Status::OK();
-  }
 
   static fs::path DataFile(const fs::path& path) {
     std::error_code error;

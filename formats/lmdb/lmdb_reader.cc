@@ -149,19 +149,10 @@ class LmdbReader final : public Reader {
       : dir_(std::move(dir)), data_file_((dir_ / kDataFileName).string()), options_(options) {}
 
   Status Open() {
-    // LMDB reads its two meta pages at open; a shorter file is cut short, not a database.
-    std::error_code error;
-    const std::uintmax_t size = fs::file_size(dir_ / kDataFileName, error);
-    if (error) return Status::IOError("stat " + data_file_ + ": " + error.message());
-    const auto page = static_cast<std::uintmax_t>(::sysconf(_SC_PAGESIZE));
-    if (size < 2 * page) {
-      return Status::Truncated(data_file_ + ": truncated (expected at least " +
-                               std::to_string(2 * page) + " bytes, got " + std::to_string(size) +
-                               ")");
-    }
+    // Before LMDB maps the file: opening already follows the first record's pages.
+    PACKREC_RETURN_IF_ERROR(CheckDataFileWhole(dir_ / kDataFileName));
     env_ = std::make_unique<Environment>();
     PACKREC_RETURN_IF_ERROR(env_->Open(dir_));
-    PACKREC_RETURN_IF_ERROR(CheckNotTruncated());
     ReadTransaction txn;
     PACKREC_RETURN_IF_ERROR(txn.Begin(env_->get(), dir_));
     const MDB_dbi dbi = env_->dbi();
@@ -169,6 +160,7 @@ class LmdbReader final : public Reader {
     MDB_stat stat;
     const int rc = mdb_stat(txn.get(), dbi, &stat);
     if (rc != MDB_SUCCESS) return LmdbError(rc, "stat", dir_);
+    std::error_code error;
     const std::uint64_t entries = manifest.record_count + (datum_ ? 0 : 1);
     if (stat.ms_entries != entries) {
       return Status::Corruption(data_file_ + ": holds " + std::to_string(stat.ms_entries) +
@@ -372,26 +364,6 @@ class LmdbReader final : public Reader {
       env_ = std::move(fresh);
     }
     return env_.get();
-  }
-
-  // A data file shorter than the pages LMDB will touch would raise SIGBUS on access.
-  Status CheckNotTruncated() const {
-    MDB_envinfo env_info;
-    MDB_stat stat;
-    mdb_env_info(env_->get(), &env_info);
-    mdb_env_stat(env_->get(), &stat);
-    const std::uint64_t needed =
-        (static_cast<std::uint64_t>(env_info.me_last_pgno) + 1) * stat.ms_psize;
-    struct stat st {};
-    if (::stat((dir_ / kDataFileName).c_str(), &st) != 0) {
-      return Status::IOError("stat " + data_file_ + ": " + std::strerror(errno));
-    }
-    if (static_cast<std::uint64_t>(st.st_size) < needed) {
-      return Status::Truncated(data_file_ + ": truncated (expected at least " +
-                               std::to_string(needed) + " bytes, got " +
-                               std::to_string(st.st_size) + ")");
-    }
-    return Status::OK();
   }
 
   Result<RecordView> Decode(std::uint64_t index, std::span<const std::byte> value,

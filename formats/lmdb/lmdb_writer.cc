@@ -213,6 +213,12 @@ Status LmdbWriter::ResumeAt(const ResumeJournal& journal) {
 }
 
 Status LmdbWriter::Start() {
+  std::error_code error;
+  if (fs::exists(env_dir_ / kDataFileName, error)) {
+    // A resumed conversion's file, which a power loss may have cut short: LMDB would fault on
+    // the first page past its end.
+    PACKREC_RETURN_IF_ERROR(CheckDataFileWhole(env_dir_ / kDataFileName));
+  }
   int rc = mdb_env_create(&env_);
   if (rc != MDB_SUCCESS) return LmdbError(rc, "mdb_env_create", env_dir_);
   rc = mdb_env_set_mapsize(env_, map_size_);

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <deque>
 #include <optional>
+#include <unordered_map>
 
 #include "core/file_io.h"
 #include "ingest/source_util.h"
@@ -33,6 +34,10 @@ struct Sample {
   std::vector<Member> members;
   std::uint64_t offset = 0;  // of its first member's header
   std::uint64_t number = 0;  // samples before it in this tar
+  // Why the sample cannot be one record though its members read well: two members of one suffix
+  // (which of them is the image?), or a key an earlier sample of the tar had. WebDataset's own
+  // reader keeps the last of two members silently; a converter must not guess.
+  std::string ambiguity;
 };
 
 // WebDataset's split: the key is everything up to the first dot after the last '/'.
@@ -109,6 +114,7 @@ class WdsSource final : public FileListSource {
     // Our own read callback, so the kernel is kept reading ahead (ReadAhead) on cold storage.
     archive_read_set_skip_callback(archive_, &WdsSource::SkipCallback);
     samples_in_file_ = 0;
+    keys_in_file_.clear();
     if (archive_read_open(archive_, this, nullptr, &WdsSource::ReadCallback, nullptr) !=
         ARCHIVE_OK) {
       // Damaged source data, which follows --on-error like a damaged member (and a file that
@@ -208,9 +214,13 @@ class WdsSource final : public FileListSource {
       FailArchive("bad tar header", offset, "");
       return;
     }
-    if (archive_entry_filetype(entry) != AE_IFREG) return;  // directories, links
     const char* raw_name = archive_entry_pathname(entry);
     const std::string name = raw_name != nullptr ? raw_name : "";
+    const char* hard_link = archive_entry_hardlink(entry);
+    const char* symlink = archive_entry_symlink(entry);
+    if (hard_link == nullptr && symlink == nullptr && archive_entry_filetype(entry) != AE_IFREG) {
+      return;  // directories, devices: never a sample's member
+    }
     std::string key, extension;
     SplitMemberName(name, &key, &extension);
     // WebDataset skips members whose base name starts with "__" (its own metadata).
@@ -220,7 +230,30 @@ class WdsSource final : public FileListSource {
     }
     if (pending_ && pending_->key != key) Flush();
     if (!pending_) {
-      pending_ = Sample{key, {}, offset, samples_in_file_++};
+      pending_ = Sample{key, {}, offset, samples_in_file_++, {}};
+      const auto [earlier, added] = keys_in_file_.emplace(key, offset);
+      if (!added) {
+        pending_->ambiguity = "its key was the key of the sample at byte " +
+                              std::to_string(earlier->second) +
+                              " of this tar already (a second sample of one key is not kept)";
+      }
+    }
+    if (hard_link != nullptr || symlink != nullptr) {
+      // A link holds no bytes of its own; WebDataset's reader skips it, which would drop the
+      // member without a word.
+      if (pending_->ambiguity.empty()) {
+        pending_->ambiguity = "its member " + name + " is a " +
+                              (hard_link != nullptr ? "hard" : "symbolic") + " link to " +
+                              (hard_link != nullptr ? hard_link : symlink) +
+                              " in the tar, not a file: its bytes are not there to keep";
+      }
+      pending_->members.push_back(Member{extension, {}});
+      archive_read_data_skip(archive_);
+      return;
+    }
+    if (pending_->ambiguity.empty() && Find(extension) != nullptr) {
+      pending_->ambiguity = "it has two members named " + name +
+                            " (or with that suffix): which one is meant cannot be told";
     }
     Member member{extension, {}};
     const la_int64_t size = archive_entry_size_is_set(entry) ? archive_entry_size(entry) : -1;
@@ -302,6 +335,10 @@ class WdsSource final : public FileListSource {
   }
 
   Status Assemble(SourceRecord& record) {
+    if (!pending_->ambiguity.empty()) {
+      record.key = pending_->key;
+      return Status::InvalidInput(pending_->ambiguity);
+    }
     Member* image = nullptr;
     for (const std::string& extension : image_extensions_) {
       PACKREC_ASSIGN_OR_RETURN(image, FindReadable(extension));
@@ -375,6 +412,8 @@ class WdsSource final : public FileListSource {
   std::vector<std::byte> read_buffer_;  // grown to the largest tar read, up to kReadBufferBytes
   ReadAhead read_ahead_;
   std::uint64_t samples_in_file_ = 0;
+  // Each key seen in the current tar, with the byte its first sample starts at.
+  std::unordered_map<std::string, std::uint64_t> keys_in_file_;
   std::optional<Sample> pending_;
   std::deque<SourceRecord> ready_;
   ClassNameCollector class_names_;

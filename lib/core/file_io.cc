@@ -1,7 +1,7 @@
 #include "core/file_io.h"
 
 #include "core/checksum.h"
-#include "core/thread_name.h"
+#include "core/threads.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -120,8 +120,7 @@ WritableFile::~WritableFile() {
 void WritableFile::EnableWriteBehind() {
   assert(size_ == 0 && behind_ == nullptr);
   behind_ = std::make_unique<WriteBehind>();
-  behind_->thread = std::thread([this, &behind = *behind_] {
-    NameThisThread("packrec-wbehind");
+  Result<std::thread> thread = StartThread("packrec-wbehind", [this, &behind = *behind_] {
     std::unique_lock lock(behind.mutex);
     while (true) {
       behind.work_ready.wait(lock, [&] { return behind.busy || behind.stop; });
@@ -134,6 +133,11 @@ void WritableFile::EnableWriteBehind() {
       behind.work_done.notify_one();
     }
   });
+  if (thread.ok()) {
+    behind_->thread = std::move(*thread);
+  } else {
+    behind_.reset();  // the system refused a thread: writes stay on the caller's thread
+  }
 }
 
 void WritableFile::StopWriteBehind() {

@@ -7,8 +7,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <string>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "core/file_io.h"
 
@@ -52,6 +55,138 @@ bool HeldByLiveRun(const fs::path& marker) {
 }
 
 }  // namespace
+
+fs::path OutputLock::LockFilePath(const fs::path& output) {
+  std::error_code error;
+  // Canonical, so two spellings of one output (a relative path, a symlinked parent, a trailing
+  // slash) meet at one lock file.
+  fs::path target = fs::absolute(WithoutTrailingSlash(output), error).lexically_normal();
+  target = WithoutTrailingSlash(target);
+  const fs::path canonical = fs::weakly_canonical(target, error);
+  if (!error) target = WithoutTrailingSlash(canonical);
+  return target.parent_path() / ("." + target.filename().string() + ".packrec-lock");
+}
+
+namespace {
+
+// The refusal a second run gets: the holder's pid when its lock file names it.
+Status HeldElsewhere(const fs::path& output, const fs::path& lock_file) {
+  std::string holder = "another packrec run";
+  if (!lock_file.empty()) {
+    const ScopedFd fd(::open(lock_file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW));
+    char text[32] = {};
+    if (fd.get() >= 0) {
+      const ssize_t got = ::pread(fd.get(), text, sizeof text - 1, 0);
+      unsigned long pid = 0;
+      if (got > 0 && std::sscanf(text, "pid %lu", &pid) == 1 && pid > 0) {
+        holder += " (pid " + std::to_string(pid) + ")";
+      }
+    }
+  }
+  return Status::AlreadyExists(output.string() + " is being written by " + holder +
+                               "; wait for it to finish, or stop it first");
+}
+
+bool SameFile(int fd, const fs::path& path) {
+  struct stat held {};
+  struct stat named {};
+  return ::fstat(fd, &held) == 0 && ::lstat(path.c_str(), &named) == 0 &&
+         held.st_dev == named.st_dev && held.st_ino == named.st_ino;
+}
+
+}  // namespace
+
+Result<OutputLock> OutputLock::Acquire(const fs::path& output) {
+  const fs::path lock_file = LockFilePath(output);
+  // The output's missing parents are created here (the run writes there anyway), and removed
+  // again on release if the run left nothing in them: a refused run creates nothing.
+  std::vector<fs::path> created;
+  {
+    std::error_code error;
+    for (fs::path missing = lock_file.parent_path();
+         !missing.empty() && !fs::exists(fs::symlink_status(missing, error));
+         missing = missing.parent_path()) {
+      created.push_back(missing);
+      if (missing == missing.parent_path()) break;
+    }
+    fs::create_directories(lock_file.parent_path(), error);
+    if (error) return ErrnoStatus("create directory", lock_file.parent_path(), error.value());
+  }
+  OutputLock lock;
+  lock.created_dirs_ = std::move(created);
+  // Bounded: each retry means another run released (unlinked) the file between our open and our
+  // flock, which cannot go on for ever unless runs start and finish in a tight loop.
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int fd = ::open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) {
+      const int open_error = errno;
+      std::error_code error;
+      if ((open_error == EACCES || open_error == EROFS || open_error == EPERM) &&
+          fs::is_directory(output, error)) {
+        // The parent cannot hold the file: claim the existing directory itself.
+        const int dir_fd = ::open(output.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir_fd < 0) return ErrnoStatus("open", output, errno);
+        if (::flock(dir_fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+          ::close(dir_fd);
+          return HeldElsewhere(output, {});
+        }
+        lock.fd_ = dir_fd;
+        return lock;
+      }
+      // Named by the output, which is what the user gave (the lock file is ours).
+      return ErrnoStatus("write " + output.string() + ": create its lock file", lock_file,
+                         open_error);
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int lock_error = errno;
+      ::close(fd);
+      if (lock_error == EWOULDBLOCK) return HeldElsewhere(output, lock_file);
+      // No flock here (some network file systems): the check is lost, not the run.
+      return lock;
+    }
+    if (!SameFile(fd, lock_file)) {
+      ::close(fd);  // released and unlinked by its holder meanwhile: lock the new one
+      continue;
+    }
+    const std::string text = "pid " + std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, text.data(), text.size(), 0) < 0) {
+      // The pid only words the refusal; the lock holds without it.
+    }
+    lock.lock_file_ = lock_file;
+    lock.fd_ = fd;
+    return lock;
+  }
+  return HeldElsewhere(output, lock_file);
+}
+
+void OutputLock::Release() {
+  if (fd_ >= 0) {
+    // Unlinked while held, so no run can lock the old file after we let it go (Acquire's check).
+    if (!lock_file_.empty() && SameFile(fd_, lock_file_)) ::unlink(lock_file_.c_str());
+    ::close(std::exchange(fd_, -1));
+  }
+  lock_file_.clear();
+  // rmdir removes only what is empty: a directory the run wrote into stays.
+  for (const fs::path& dir : created_dirs_) ::rmdir(dir.c_str());
+  created_dirs_.clear();
+}
+
+OutputLock::~OutputLock() { Release(); }
+
+OutputLock::OutputLock(OutputLock&& other) noexcept
+    : lock_file_(std::move(other.lock_file_)),
+      created_dirs_(std::move(other.created_dirs_)),
+      fd_(std::exchange(other.fd_, -1)) {}
+
+OutputLock& OutputLock::operator=(OutputLock&& other) noexcept {
+  if (this != &other) {
+    Release();
+    lock_file_ = std::move(other.lock_file_);
+    created_dirs_ = std::move(other.created_dirs_);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
 
 Result<OutputDirectory> OutputDirectory::Prepare(const fs::path& dir, const char* marker_file,
                                                  bool overwrite, OutputKind kind) {

@@ -4,6 +4,7 @@
 #define PACKREC_LIB_CORE_OUTPUT_DIR_H_
 
 #include <filesystem>
+#include <vector>
 
 #include "packrec/status.h"
 
@@ -13,6 +14,45 @@ namespace packrec {
 // directory (shard, lmdb); beside an HDF5 file, as FILE + kResumeJournalSuffix.
 inline constexpr char kResumeJournalName[] = "resume.json";
 inline constexpr char kResumeJournalSuffix[] = ".resume.json";
+
+// One run's claim on an output path (a dataset directory, an HDF5 file, an export, a part), held
+// from before anything at the path is read or written until the run has committed, kept or
+// aborted it: a second run on the same path (a --resume or --overwrite while the first still
+// writes, one --part submitted twice) is refused before it touches anything, instead of
+// destroying what the first is writing.
+//
+// The claim is an flock(2) on the hidden file `.NAME.packrec-lock` beside the output (in its
+// parent directory, which outlives the staging swaps and renames of the output itself). The
+// holder writes its pid into the file, so the refusal names the live run. Release unlinks the
+// file while still holding the lock; Acquire checks that the file it locked is still the one at
+// the path, so a run that opened the file just before it was unlinked retries instead of sharing
+// a claim. A killed run leaves the file behind, unlocked: the next run takes it over. Where the
+// parent cannot hold the file (read-only, no permission) and the output is an existing directory
+// (a mount point written in place), the directory itself is flock()ed instead. File systems
+// without flock (some network ones) lose only the check.
+class OutputLock {
+ public:
+  // AlreadyExists when another live run holds `output`, naming it (and its pid when known).
+  static Result<OutputLock> Acquire(const std::filesystem::path& output);
+
+  OutputLock() = default;
+  ~OutputLock();
+  OutputLock(OutputLock&& other) noexcept;
+  OutputLock& operator=(OutputLock&& other) noexcept;
+  OutputLock(const OutputLock&) = delete;
+  OutputLock& operator=(const OutputLock&) = delete;
+
+  // The lock file's path (empty when the directory itself is locked).
+  static std::filesystem::path LockFilePath(const std::filesystem::path& output);
+
+ private:
+  void Release();
+
+  std::filesystem::path lock_file_;  // unlinked on release; empty for a directory lock
+  // Parents of the output that Acquire created, deepest first: removed on release when empty.
+  std::vector<std::filesystem::path> created_dirs_;
+  int fd_ = -1;
+};
 
 class OutputDirectory {
  public:

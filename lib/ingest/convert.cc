@@ -20,7 +20,7 @@
 #include "core/endian.h"
 #include "core/file_io.h"
 #include "core/output_dir.h"
-#include "core/thread_name.h"
+#include "core/threads.h"
 #include "dataset/payload.h"
 #include "ingest/listing_hash.h"
 #include "packrec/image.h"
@@ -239,13 +239,10 @@ class OrderedPrefetch {
         ring_(window_),
         next_claim_(first),
         next_take_(first) {
-    for (unsigned t = 0; t < threads; ++t) {
-      workers_.emplace_back([this] {
-        NameThisThread("packrec-list");
-        Work();
-      });
-    }
+    started_ = StartThreads(workers_, threads, "packrec-list", [this] { Work(); });
   }
+  // Whether every thread started; when not, the destructor stops those that did.
+  const Status& started() const { return started_; }
 
   ~OrderedPrefetch() {
     {
@@ -298,6 +295,7 @@ class OrderedPrefetch {
   std::size_t next_take_;
   bool stop_ = false;
   std::vector<std::thread> workers_;
+  Status started_;
 };
 
 // Part `index` of `count` of `total` items: [total x index / count, total x (index+1) / count).
@@ -511,7 +509,10 @@ Result<ConvertStats> ConvertItems(const ConvertOptions& options, const SourceLis
   bool writer_failed = false;
   {
     OrderedPrefetch prefetch(listing, options, threads, i);
-    for (; i < listing.items.size(); ++i) {
+    // A resumed conversion keeps its resume point (FinishConversion) when no thread can start.
+    failure = prefetch.started();
+    writer_failed = !failure.ok();
+    for (; failure.ok() && i < listing.items.size(); ++i) {
       Prepared prepared = prefetch.Take(i);
       const SourceItem& item = listing.items[i];
       const std::uint64_t input_bytes_before = stats.input_bytes;
@@ -682,11 +683,15 @@ Prepared PrepareSourceRecord(SourceRecord& record, const ConvertOptions& options
 // (the kernel may drop them), not the import's memory.
 class FilePrefetcher {
  public:
-  explicit FilePrefetcher(const std::vector<fs::path>& files)
-      : files_(files), thread_([this] { Run(); }) {}
+  explicit FilePrefetcher(const std::vector<fs::path>& files) : files_(files) {
+    // Only advice to the kernel: without the thread (the system refused one) the import reads
+    // as it would on warm storage.
+    Result<std::thread> thread = StartThread("packrec-fetch", [this] { Run(); });
+    if (thread.ok()) thread_ = std::move(*thread);
+  }
   ~FilePrefetcher() {
     stop_.store(true, std::memory_order_relaxed);
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
   }
   // The reading thread's place in the files, as bytes of them in order (RecordSource::bytes_read).
   void Reached(std::uint64_t bytes) { reached_.store(bytes, std::memory_order_relaxed); }
@@ -696,7 +701,6 @@ class FilePrefetcher {
   static constexpr std::uint64_t kAhead = 128ull << 20;
 
   void Run() {
-    NameThisThread("packrec-fetch");
     std::uint64_t requested = 0;  // bytes of the files, in order, asked for so far
     for (const fs::path& path : files_) {
       Result<std::unique_ptr<RandomAccessFile>> file = RandomAccessFile::Open(path);
@@ -755,17 +759,17 @@ class SourcePump {
         options_(options),
         deferred_checks_(source.DeferChecks()),
         prefetcher_(source.files()) {
-    for (unsigned i = 0; i < workers; ++i) {
-      workers_.emplace_back([this] {
-        NameThisThread("packrec-prep");
-        Prepare();
-      });
+    started_ = StartThreads(workers_, workers, "packrec-prep", [this] { Prepare(); });
+    if (!started_.ok()) return;
+    Result<std::thread> reader = StartThread("packrec-read", [this] { Read(); });
+    if (reader.ok()) {
+      reader_ = std::move(*reader);
+    } else {
+      started_ = reader.status();
     }
-    reader_ = std::thread([this] {
-      NameThisThread("packrec-read");
-      Read();
-    });
   }
+  // Whether every thread started; when not, the destructor stops those that did.
+  const Status& started() const { return started_; }
   ~SourcePump() {
     {
       std::lock_guard lock(mutex_);
@@ -773,7 +777,7 @@ class SourcePump {
     }
     space_.notify_all();
     work_.notify_all();
-    reader_.join();
+    if (reader_.joinable()) reader_.join();
     for (std::thread& worker : workers_) worker.join();
   }
 
@@ -930,6 +934,7 @@ class SourcePump {
   Status final_;
   std::vector<std::thread> workers_;
   std::thread reader_;  // started last, once everything above exists
+  Status started_;
 };
 
 Result<ConvertStats> ConvertStream(const ConvertOptions& options, SourceFormat format,
@@ -968,6 +973,10 @@ Result<ConvertStats> ConvertStream(const ConvertOptions& options, SourceFormat f
     // Workers beside the reading and writing threads: on two cores the three kinds of work share
     // them; on more, preparing scales until reading or writing is the limit.
     SourcePump pump(*source, options, std::min(ThreadCount(options), 16u));
+    if (!pump.started().ok()) {
+      writer->Abort();
+      return pump.started();
+    }
     for (;;) {
       PumpedRecord pumped;
       Result<bool> more = pump.Take(pumped);
@@ -1057,6 +1066,13 @@ std::string PartName(std::uint32_t index, std::uint32_t count, const std::string
 Result<ConvertStats> Convert(const ConvertOptions& options, const ProgressCallback& progress) {
   const Clock::time_point start = Clock::now();
   PACKREC_RETURN_IF_ERROR(ValidateOptions(options));
+  // Held until the output is committed, kept for --resume or removed: a second run on the same
+  // output is refused before it reads or touches anything there.
+  const fs::path claimed =
+      options.part_count > 0
+          ? options.output / PartName(options.part_index, options.part_count, options.writer.format)
+          : options.output;
+  PACKREC_ASSIGN_OR_RETURN(const OutputLock lock, OutputLock::Acquire(claimed));
   SourceFormat format = options.from;
   if (format == SourceFormat::kAuto) {
     PACKREC_ASSIGN_OR_RETURN(format, DetectSourceFormat(options.source.string()));

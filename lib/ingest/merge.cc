@@ -19,6 +19,7 @@
 #include <system_error>
 
 #include "core/file_io.h"
+#include "core/output_dir.h"
 #include "packrec/image.h"
 #include "packrec/reader.h"
 #include "packrec/writer.h"
@@ -234,6 +235,8 @@ ImageInfo InfoOf(const RecordView& record) {
 Result<MergeStats> MergeParts(const std::vector<fs::path>& paths, const fs::path& output,
                               const MergeOptions& options) {
   const auto start = std::chrono::steady_clock::now();
+  // Held to the end: a second merge (or a convert) into the same output is refused.
+  PACKREC_ASSIGN_OR_RETURN(const OutputLock lock, OutputLock::Acquire(output));
   std::vector<Part> parts;
   for (const fs::path& path : ExpandParts(paths)) {
     PACKREC_ASSIGN_OR_RETURN(Part part, OpenPart(path));

@@ -12,6 +12,7 @@
 
 #include "core/file_io.h"
 #include "core/random.h"
+#include "core/threads.h"
 #include "decode/codecs.h"
 
 namespace packrec {
@@ -145,8 +146,10 @@ Result<SynthStats> WriteSyntheticTree(const fs::path& out, const SynthOptions& o
   };
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   std::vector<std::thread> pool;
-  for (unsigned t = 0; t < threads; ++t) pool.emplace_back(work);
+  // Those that start share the work; none at all is an error.
+  const Status started = StartThreads(pool, threads, "packrec-synth", work);
   for (std::thread& thread : pool) thread.join();
+  if (pool.empty()) return started;
   if (!failure.ok()) return failure;
   return SynthStats{total, bytes.load()};
 }

@@ -17,7 +17,7 @@
 #include <new>
 #include <thread>
 
-#include "core/thread_name.h"
+#include "core/threads.h"
 #include "packrec/loader.h"
 #include "pipeline/cuda_runtime.h"
 
@@ -152,13 +152,10 @@ class LoaderImpl final : public Loader {
     threads_ =
         options_.threads > 0 ? options_.threads : std::max(1u, std::thread::hardware_concurrency());
     BeginEpoch(epoch, first_batch);
-    for (unsigned t = 0; t < threads_; ++t) {
-      workers_.emplace_back([this] {
-        NameThisThread("packrec-load");
-        Work();
-      });
-    }
+    started_ = StartThreads(workers_, threads_, "packrec-load", [this] { Work(); });
   }
+  // Whether every worker started; when not, the destructor stops those that did.
+  const Status& started() const { return started_; }
 
   ~LoaderImpl() override {
     {
@@ -587,6 +584,7 @@ class LoaderImpl final : public Loader {
   std::map<std::uint64_t, Finished> ready_;
   LoaderStats stats_;
   std::vector<std::thread> workers_;
+  Status started_;
 };
 
 }  // namespace
@@ -619,7 +617,9 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Reader> rea
     epoch = resume_from->epoch;
     first_batch = *first;
   }
-  return std::unique_ptr<Loader>(new LoaderImpl(std::move(reader), options, epoch, first_batch));
+  auto loader = std::make_unique<LoaderImpl>(std::move(reader), options, epoch, first_batch);
+  if (!loader->started().ok()) return loader->started();
+  return std::unique_ptr<Loader>(std::move(loader));
 }
 
 }  // namespace packrec

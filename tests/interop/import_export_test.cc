@@ -671,9 +671,9 @@ std::vector<std::uint64_t> MakeTar(const fs::path& tar, const std::vector<TarMem
     std::ofstream(src / member.name, std::ios::binary) << member.bytes;
     names += " " + member.name;
   }
-  REQUIRE(std::system(
-              ("cd " + test::Quote(src) + " && tar --format=ustar -cf " + test::Quote(tar) + names)
-                  .c_str()) == 0);
+  REQUIRE(std::system(("cd " + test::Quote(src) + " && tar --format=ustar --hard-dereference -cf " +
+                       test::Quote(tar) + names)
+                          .c_str()) == 0);
   fs::remove_all(src);
   std::vector<std::uint64_t> headers;
   std::uint64_t at = 0;
@@ -753,6 +753,54 @@ TEST_CASE("a WebDataset tar that ends without its end blocks rejects its last sa
   REQUIRE(seen.size() == 1);
   CHECK(seen[0].starts_with("reject " + (dir / "bad-header.tar").string() + " sample 0 at byte " +
                             std::to_string(headers[1]) + ": bad tar header"));
+}
+
+// WebDataset's reader keeps the last of two members with one name and yields a repeated key as
+// two samples; a converter must not guess which is meant, nor keep one silently.
+TEST_CASE("a WebDataset sample with two members of one suffix, or a repeated key, is a reject") {
+  test::TempDir dir;
+  const fs::path twice = dir / "twice.tar";
+  MakeTar(twice, {{"a.jpg", "first"},
+                  {"a.cls", "1"},
+                  {"a.jpg", "second"},
+                  {"a.cls", "2"},
+                  {"b.jpg", "b"},
+                  {"b.cls", "3"}});
+  CHECK(ImportedFrom(twice.string()) ==
+        std::vector<std::string>{"reject " + twice.string() +
+                                     " sample 0 (a) at byte 0: it has two members named a.jpg "
+                                     "(or with that suffix): which one is meant cannot be told",
+                                 "b.jpg 3"});
+  const fs::path again = dir / "again.tar";
+  const std::vector<std::uint64_t> headers = MakeTar(again, {{"a.jpg", "a"},
+                                                             {"a.cls", "1"},
+                                                             {"b.jpg", "b"},
+                                                             {"b.cls", "3"},
+                                                             {"a.jpg", "a"},
+                                                             {"a.cls", "1"}});
+  CHECK(ImportedFrom(again.string()) ==
+        std::vector<std::string>{
+            "a.jpg 1", "b.jpg 3",
+            "reject " + again.string() + " sample 2 (a) at byte " + std::to_string(headers[4]) +
+                ": its key was the key of the sample at byte 0 of this tar already (a second "
+                "sample of one key is not kept)"});
+  // GNU tar stores a file named twice as a hard link to the first: a member without bytes.
+  const fs::path linked = dir / "linked.tar";
+  test::WriteText(dir / "a.jpg", "a");
+  test::WriteText(dir / "a.cls", "1");
+  REQUIRE(std::system(("cd " + test::Quote(dir.path()) + " && tar --format=ustar -cf " +
+                       test::Quote(linked) + " a.jpg a.cls a.jpg")
+                          .c_str()) == 0);
+  CHECK(ImportedFrom(linked.string()) ==
+        std::vector<std::string>{"reject " + linked.string() +
+                                 " sample 0 (a) at byte 0: its member a.jpg is a hard link to "
+                                 "a.jpg in the tar, not a file: its bytes are not there to keep"});
+  // Through convert: --on-error fail stops naming it (exit 3), nothing written.
+  const test::CommandResult failed =
+      test::RunCli("convert -q --from wds " + test::Quote(twice) + " " + test::Quote(dir / "out"));
+  CHECK_MESSAGE(failed.exit_code == 3, failed.output);
+  CHECK_MESSAGE(failed.output.find("two members named a.jpg") != std::string::npos, failed.output);
+  CHECK_FALSE(fs::exists(dir / "out"));
 }
 
 // An empty file holds no samples (GNU tar reads one so, as packrec's TFRecord and RecordIO

@@ -8,12 +8,16 @@
 //                                  given; directories are not counted) fails: an unreadable file,
 //                                  even for root, whom mode 000 does not stop
 //   PACKREC_FAULT=read:N:EIO       the Nth counted read or pread fails
+//   PACKREC_FAULT=thread:N:EAGAIN  the Nth pthread_create and every later one fail, as they do
+//                                  once a user's process limit is reached (which root, who runs
+//                                  the tests, is not held to); not limited to PACKREC_FAULT_DIR
 //   PACKREC_FAULT_LOG=/path/log    one line per counted call: "KIND N PATH ok|ERRNO"
 // Hand-written because no Debian package interposes on these calls for a test (libfiu is not in
 // Debian 12); it is kept to what the tests need.
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -50,6 +54,7 @@ const Config& GetConfig() {
         c.error = name == "ENOSPC"   ? ENOSPC
                   : name == "EDQUOT" ? EDQUOT
                   : name == "EACCES" ? EACCES
+                  : name == "EAGAIN" ? EAGAIN
                                      : EIO;
       }
     }
@@ -63,6 +68,7 @@ std::atomic<long> write_calls{0};
 std::atomic<long> fsync_calls{0};
 std::atomic<long> open_calls{0};
 std::atomic<long> read_calls{0};
+std::atomic<long> thread_calls{0};
 std::mutex log_mutex;
 
 // The file's path when it lies under PACKREC_FAULT_DIR; empty otherwise.
@@ -77,6 +83,14 @@ std::string CountedPath(int fd) {
   if (n <= 0) return "";
   target[n] = '\0';
   if (std::strncmp(target, config.dir.c_str(), config.dir.size()) != 0) return "";
+  // A run's lock file holds only its pid, for the message a second run gets; a failed write of
+  // it changes nothing, so it is not one of the writes the tests fail in turn.
+  const std::size_t length = std::strlen(target);
+  constexpr char kLockSuffix[] = ".packrec-lock";
+  if (length >= sizeof kLockSuffix - 1 &&
+      std::strcmp(target + length - (sizeof kLockSuffix - 1), kLockSuffix) == 0) {
+    return "";
+  }
   return target;
 }
 
@@ -224,6 +238,23 @@ ssize_t pread64(int fd, void* buffer, size_t size, off64_t offset) {
   static const auto real = Next<ssize_t (*)(int, void*, size_t, off64_t)>("pread64");
   if (ShouldFail("read", read_calls, fd)) return -1;
   return real(fd, buffer, size, offset);
+}
+
+int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*start)(void*),
+                   void* argument) {
+  static const auto real =
+      Next<int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*)>("pthread_create");
+  const Config& config = GetConfig();
+  const long n = ++thread_calls;
+  if (config.kind == "thread" && n >= config.target) {
+    if (config.log != nullptr) {
+      std::lock_guard lock(log_mutex);
+      std::fprintf(config.log, "thread %ld - %s\n", n, std::strerror(config.error));
+      std::fflush(config.log);
+    }
+    return config.error;
+  }
+  return real(thread, attr, start, argument);
 }
 
 }  // extern "C"

@@ -387,5 +387,125 @@ TEST_CASE("a dataset whose files cannot be opened or read: verify names the file
   MESSAGE("read faults injected into verify: " << injected);
 }
 
+// The system refusing a thread (a user's process limit, `--threads 1024` under a low ulimit -u)
+// ended the process with std::system_error and SIGABRT. It is an error that says so, and the
+// output is left as it was.
+TEST_CASE("a thread the system refuses is a named error, not an abort, and nothing is left") {
+  test::TempDir dir;
+  test::SynthTree(dir / "tree", 2, 30, /*seed=*/3, /*size=*/120);
+  // A run either stops naming the refusal and leaves nothing, or (the refused thread was only an
+  // aid, the write-behind or the read-ahead advice) finishes a dataset that verifies.
+  const auto check = [&](const std::string& args, const fs::path& output, long refused_from) {
+    CAPTURE(refused_from);
+    const test::CommandResult run = RunWithFault(
+        args, dir.path(), "thread:" + std::to_string(refused_from) + ":EAGAIN", dir / "t.log");
+    std::error_code error;
+    if (refused_from == 1 || run.exit_code != 0) {
+      CHECK_MESSAGE(run.exit_code == 6, run.output);
+      CHECK_MESSAGE(run.output.find("cannot start a thread") != std::string::npos, run.output);
+      CHECK_FALSE(fs::exists(output, error));
+      return;
+    }
+    // An export is read back through its import.
+    const bool exported = fs::exists(output / "packrec-export.json", error);
+    const test::CommandResult verified = test::RunCli(
+        exported ? "convert -q " + test::Quote(output) + " " + test::Quote(dir / "back.pkr")
+                 : "verify " + test::Quote(output));
+    CHECK_MESSAGE(verified.exit_code == 0, verified.output);
+    fs::remove_all(dir / "back.pkr", error);
+    fs::remove_all(output, error);
+  };
+  for (const std::string format : {"shard", "lmdb", "hdf5", "wds"}) {
+    CAPTURE(format);
+    const fs::path output = dir / (format == "hdf5" ? "out.h5" : "out");
+    for (long refused_from = 1; refused_from <= 6; ++refused_from) {
+      check("convert -q --threads 4 --format " + format + " " + test::Quote(dir / "tree") + " " +
+                test::Quote(output),
+            output, refused_from);
+    }
+  }
+  // An import of a container: its own reading and preparing threads.
+  const test::CommandResult exported = test::RunCli(
+      "convert -q --format wds " + test::Quote(dir / "tree") + " " + test::Quote(dir / "tars"));
+  REQUIRE_MESSAGE(exported.exit_code == 0, exported.output);
+  for (long refused_from = 1; refused_from <= 6; ++refused_from) {
+    check("convert -q --threads 4 " + test::Quote(dir / "tars") + " " + test::Quote(dir / "in.pkr"),
+          dir / "in.pkr", refused_from);
+  }
+}
+
+// LMDB maps data.mdb and follows page numbers into the map: a file cut short (a partial copy, a
+// full disk, a power loss) raised SIGBUS in info, verify, extract and --resume. Every cut at a page
+// boundary is now named (exit 5: truncated), or, for --resume, continued or refused by name.
+TEST_CASE("an LMDB data.mdb cut at any page: named by every command, never SIGBUS") {
+  test::TempDir dir;
+  test::SynthTree(dir / "tree", 2, 40, /*seed=*/3, /*size=*/200);
+  const fs::path dataset = dir / "whole";
+  const test::CommandResult converted = test::RunCli(
+      "convert -q --format lmdb " + test::Quote(dir / "tree") + " " + test::Quote(dataset));
+  REQUIRE_MESSAGE(converted.exit_code == 0, converted.output);
+  const std::uint64_t size = fs::file_size(dataset / "data.mdb");
+  constexpr std::uint64_t kPage = 4096;
+  int cuts = 0;
+  const fs::path cut = dir / "cut";
+  for (std::uint64_t length = 0; length < size; length += kPage) {
+    CAPTURE(length);
+    fs::remove_all(cut);
+    fs::copy(dataset, cut);
+    test::TruncateFile(cut / "data.mdb", length);
+    ++cuts;
+    for (const std::string command : {"info", "verify", "extract"}) {
+      CAPTURE(command);
+      const std::string args = command == "extract" ? command + " " + test::Quote(cut) + " " +
+                                                          test::Quote(dir / "extracted")
+                                                    : command + " " + test::Quote(cut);
+      const test::CommandResult run = test::RunCli(args);
+      fs::remove_all(dir / "extracted");
+      CHECK_MESSAGE(run.exit_code == 5, run.output);
+      CHECK_MESSAGE(run.output.find("data.mdb") != std::string::npos, run.output);
+    }
+  }
+  CHECK(cuts >= 8);
+
+  // An interrupted conversion (a write refused half way: its resume point is kept), then its
+  // data.mdb cut at each page boundary before --resume.
+  const fs::path run_dir = dir / "run";
+  const std::string convert = "convert -q --format lmdb --checkpoint-every 64KiB --threads 2 " +
+                              test::Quote(dir / "tree") + " " + test::Quote(run_dir / "out");
+  fs::create_directories(run_dir);
+  const test::CommandResult counted = RunWithFault(convert, run_dir, "", dir / "count.log");
+  REQUIRE_MESSAGE(counted.exit_code == 0, counted.output);
+  long writes = 0;
+  for (const LoggedCall& call : ReadLog(dir / "count.log")) writes += call.kind == "write";
+  fs::remove_all(run_dir);
+  fs::create_directories(run_dir);
+  const test::CommandResult failed = RunWithFault(
+      convert, run_dir, "write:" + std::to_string(writes * 2 / 3) + ":ENOSPC", dir / "f.log");
+  REQUIRE_MESSAGE(failed.exit_code == 6, failed.output);
+  REQUIRE_MESSAGE(failed.output.find("records are kept") != std::string::npos, failed.output);
+  const fs::path interrupted = dir / "interrupted";
+  fs::copy(run_dir, interrupted, fs::copy_options::recursive);
+  const std::uint64_t interrupted_size = fs::file_size(interrupted / "out" / "data.mdb");
+  int resumed = 0;
+  for (std::uint64_t length = 0; length < interrupted_size; length += kPage) {
+    CAPTURE(length);
+    fs::remove_all(run_dir);
+    fs::copy(interrupted, run_dir, fs::copy_options::recursive);
+    test::TruncateFile(run_dir / "out" / "data.mdb", length);
+    const test::CommandResult run = test::RunCli(convert + " --resume");
+    CHECK_MESSAGE(run.exit_code < 128, run.output);
+    if (run.exit_code == 0) {
+      ++resumed;
+      const test::CommandResult verified = test::RunCli("verify " + test::Quote(run_dir / "out"));
+      CHECK_MESSAGE(verified.exit_code == 0, verified.output);
+    } else {
+      CHECK_MESSAGE(run.output.find("data.mdb") != std::string::npos, run.output);
+    }
+  }
+  MESSAGE("cuts of a finished data.mdb: " << cuts
+                                          << "; of an interrupted one: " << interrupted_size / kPage
+                                          << ", " << resumed << " of them resumed");
+}
+
 }  // namespace
 }  // namespace packrec

@@ -4,11 +4,7 @@
 // PACKREC_KILL_RUNS sets the kill points per format (the stress label runs 70 x 3).
 #include <doctest/doctest.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
-
-#include <fcntl.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -21,8 +17,6 @@
 #include "packrec/dataset_ops.h"
 #include "packrec/reader.h"
 #include "test_util.h"
-
-extern char** environ;
 
 namespace packrec {
 namespace {
@@ -37,26 +31,13 @@ struct Outcome {
 
 // Starts the CLI with `args`, sends SIGKILL after `delay`, and reaps it.
 Outcome RunAndKill(const std::vector<std::string>& args, std::chrono::microseconds delay) {
-  std::vector<std::string> all = {PACKREC_CLI_PATH};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& arg : all) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-  pid_t pid = 0;
-  const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  REQUIRE(spawned == 0);
+  const pid_t pid = test::SpawnCli(args);
   std::this_thread::sleep_for(delay);
   ::kill(pid, SIGKILL);
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  const int code = test::WaitForCli(pid);
   Outcome outcome;
-  outcome.killed = WIFSIGNALED(status);
-  if (WIFEXITED(status)) outcome.exit_code = WEXITSTATUS(status);
+  outcome.killed = code == 128 + SIGKILL;
+  if (code < 128) outcome.exit_code = code;
   return outcome;
 }
 

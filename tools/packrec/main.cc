@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <new>
+#include <system_error>
 
 #include "cli_common.h"
 #include "packrec/packrec.h"
@@ -55,6 +57,14 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     const int code = app.exit(error);
     return code == 0 ? kExitOk : kExitUsage;
+  } catch (const std::bad_alloc&) {
+    // The library returns errors as values; these two are what the system can still throw at
+    // any allocation or thread start, and they end with a message, not an abort and a core.
+    std::fprintf(stderr, "packrec: out of memory\n");
+    return kExitInternal;
+  } catch (const std::system_error& error) {
+    std::fprintf(stderr, "packrec: %s\n", error.what());
+    return kExitIO;
   }
   return exit_code;
 }
