@@ -23,7 +23,8 @@ namespace {
 
 constexpr std::size_t kWriteBufferBytes = 1u << 20;
 
-// EINTR-safe full write.
+}  // namespace
+
 int WriteAll(int fd, const std::byte* data, std::size_t size) {
   while (size > 0) {
     const ssize_t n = ::write(fd, data, size);
@@ -36,8 +37,6 @@ int WriteAll(int fd, const std::byte* data, std::size_t size) {
   }
   return 0;
 }
-
-}  // namespace
 
 Status ErrnoStatus(std::string_view operation, const std::filesystem::path& path, int error) {
   std::string message(operation);
@@ -244,6 +243,14 @@ RandomAccessFile::~RandomAccessFile() { ::close(fd_); }
 
 ScopedFd::~ScopedFd() {
   if (fd_ >= 0) ::close(fd_);
+}
+
+ScopedFd& ScopedFd::operator=(ScopedFd&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
 }
 
 Result<std::uint64_t> RandomAccessFile::RegularFileSize() const {

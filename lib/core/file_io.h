@@ -38,10 +38,15 @@ std::vector<std::string_view> SplitLines(std::string_view text);
 Result<bool> IsRegularFile(const std::filesystem::path& path);
 
 // Owns a file descriptor: closed on destruction (fd < 0 holds nothing). Move-free on purpose.
+// Writes all of [data, data + size) to `fd`, retrying short writes and EINTR: 0, or the errno.
+int WriteAll(int fd, const std::byte* data, std::size_t size);
+
 class ScopedFd {
  public:
-  explicit ScopedFd(int fd) : fd_(fd) {}
+  explicit ScopedFd(int fd = -1) : fd_(fd) {}
   ~ScopedFd();
+  ScopedFd(ScopedFd&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  ScopedFd& operator=(ScopedFd&& other) noexcept;
   ScopedFd(const ScopedFd&) = delete;
   ScopedFd& operator=(const ScopedFd&) = delete;
   int get() const { return fd_; }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/file_io.h"
+#include "core/tree_writer.h"
 #include "packrec/image.h"
 
 namespace packrec {
@@ -58,19 +59,6 @@ bool IsSafeRelativeKey(std::string_view key) {
   return true;
 }
 
-// True when `path` (which exists) lies inside `root` once symlinks are resolved.
-bool ResolvesInside(const fs::path& path, const fs::path& root_canonical) {
-  std::error_code error;
-  const fs::path resolved = fs::canonical(path, error);
-  if (error) return false;
-  auto root_it = root_canonical.begin();
-  auto it = resolved.begin();
-  for (; root_it != root_canonical.end(); ++root_it, ++it) {
-    if (it == resolved.end() || *it != *root_it) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 VerifyStats VerifyDataset(const Reader& reader, const VerifyOptions& options,
@@ -99,11 +87,9 @@ VerifyStats VerifyDataset(const Reader& reader, const VerifyOptions& options,
 }
 
 Result<ExtractStats> ExtractDataset(const Reader& reader, const fs::path& out_dir, bool overwrite) {
-  std::error_code error;
-  fs::create_directories(out_dir, error);
-  if (error) return ErrnoStatus("create directory", out_dir, error.value());
-  const fs::path root = fs::canonical(out_dir, error);
-  if (error) return ErrnoStatus("resolve", out_dir, error.value());
+  // Directories opened by descriptor without following links, files renamed into place: nothing
+  // is created or written outside out_dir, whatever links are in it or appear while we write.
+  PACKREC_ASSIGN_OR_RETURN(TreeWriter tree, TreeWriter::Open(out_dir));
   // Every key is checked before the first file is written, so a bad key leaves no partial tree.
   ExtractStats stats;
   std::unordered_map<std::string, std::uint64_t> targets;  // file name -> first record
@@ -138,23 +124,14 @@ Result<ExtractStats> ExtractDataset(const Reader& reader, const fs::path& out_di
   PACKREC_RETURN_IF_ERROR(keys_ok);
   Status status = reader.ForEach([&](const RecordView& view) -> Status {
     const std::string where =
-        "record " + std::to_string(view.index) + " (key '" + std::string(view.key) + "')";
-    fs::path target = root / fs::path(std::string(view.key));
+        "record " + std::to_string(view.index) + " (key '" + Printable(view.key) + "')";
+    fs::path target{std::string(view.key)};
     // Decoded pixels are written as binary PPM (P6), which every image tool opens.
     std::string ppm_header;
     if (view.encoding == Encoding::kRawRgb) {
       target.replace_extension(".ppm");
       ppm_header =
           "P6\n" + std::to_string(view.width) + " " + std::to_string(view.height) + "\n255\n";
-    }
-    fs::create_directories(target.parent_path(), error);
-    if (error) return ErrnoStatus("create directory", target.parent_path(), error.value());
-    if (!ResolvesInside(target.parent_path(), root)) {
-      return Status::InvalidArgument(where + ": " + target.parent_path().string() +
-                                     " resolves outside the output directory; refusing");
-    }
-    if (fs::is_symlink(target, error)) {
-      return Status::InvalidArgument(where + ": " + target.string() + " is a symlink; refusing");
     }
     std::span<const std::byte> contents = view.bytes;
     std::vector<std::byte> ppm;
@@ -164,7 +141,8 @@ Result<ExtractStats> ExtractDataset(const Reader& reader, const fs::path& out_di
       ppm.insert(ppm.end(), view.bytes.begin(), view.bytes.end());
       contents = ppm;
     }
-    PACKREC_RETURN_IF_ERROR(WriteWholeFile(target, contents, overwrite));
+    const Status written = tree.Write(target.generic_string(), contents, overwrite);
+    if (!written.ok()) return written.WithContext(where);
     ++stats.files_written;
     stats.bytes_written += contents.size();
     return Status::OK();

@@ -1,6 +1,8 @@
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <fstream>
+#include <thread>
 
 #include "formats/shard_test_util.h"
 #include "packrec/convert.h"
@@ -214,6 +216,88 @@ TEST_CASE("extract does not follow a symlink planted in the output directory") {
   auto extracted = ExtractDataset(**reader, dir / "out2");
   CHECK(extracted.status().code() == StatusCode::kInvalidArgument);
   CHECK(fs::is_empty(dir / "elsewhere"));
+}
+
+TEST_CASE("extract creates nothing outside OUT through a planted link, deep keys included") {
+  test::TempDir dir;
+  test::WriteDataset(dir / "deep", {{"sub/a/b/x.jpg", 0, test::MakeJpeg(8, 8, 3)}});
+  fs::create_directories(dir / "out");
+  fs::create_directories(dir / "elsewhere");
+  fs::create_directory_symlink(dir / "elsewhere", dir / "out" / "sub");
+  auto reader = OpenDataset(dir / "deep");
+  REQUIRE(reader.ok());
+  auto extracted = ExtractDataset(**reader, dir / "out");
+  CHECK(extracted.status().code() == StatusCode::kInvalidArgument);
+  CHECK_MESSAGE(extracted.status().message().find("symbolic link") != std::string::npos,
+                extracted.status().ToString());
+  // Not even the directories a/b were made through the link.
+  CHECK(fs::is_empty(dir / "elsewhere"));
+  // A file that is a symbolic link is replaced with --overwrite, its target untouched.
+  test::WriteText(dir / "victim", "untouched");
+  test::WriteDataset(dir / "flat", {{"x.jpg", 0, test::MakeJpeg(8, 8, 4)}});
+  fs::create_directories(dir / "out2");
+  fs::create_symlink(dir / "victim", dir / "out2" / "x.jpg");
+  auto flat = OpenDataset(dir / "flat");
+  REQUIRE(flat.ok());
+  CHECK(ExtractDataset(**flat, dir / "out2").status().code() == StatusCode::kAlreadyExists);
+  REQUIRE(ExtractDataset(**flat, dir / "out2", /*overwrite=*/true).ok());
+  CHECK_FALSE(fs::is_symlink(dir / "out2" / "x.jpg"));
+  CHECK(test::ReadBytes(dir / "out2" / "x.jpg") == test::MakeJpeg(8, 8, 4));
+  CHECK(test::ReadBytes(dir / "victim").size() == std::string("untouched").size());
+}
+
+TEST_CASE("extract --overwrite replaces a hard-linked file, never writing through the link") {
+  test::TempDir dir;
+  test::WriteDataset(dir / "ds", {{"a/x.jpg", 0, test::MakeJpeg(8, 8, 5)}});
+  test::WriteText(dir / "victim", "untouched");
+  fs::create_directories(dir / "out" / "a");
+  fs::create_hard_link(dir / "victim", dir / "out" / "a" / "x.jpg");
+  const test::CommandResult cli = test::RunCli("extract --overwrite " + test::Quote(dir / "ds") +
+                                               " " + test::Quote(dir / "out"));
+  REQUIRE_MESSAGE(cli.exit_code == 0, cli.output);
+  CHECK(test::ReadBytes(dir / "out" / "a" / "x.jpg") == test::MakeJpeg(8, 8, 5));
+  CHECK(test::ReadBytes(dir / "victim").size() == std::string("untouched").size());
+  CHECK(fs::hard_link_count(dir / "victim") == 1);
+}
+
+// A directory of OUT swapped for a symbolic link to elsewhere while extract writes (what another
+// process with write access to OUT can do): every file lands inside OUT or the run stops, refusing.
+TEST_CASE("extract writes nothing outside OUT while a directory is swapped for a link") {
+  test::TempDir dir;
+  std::vector<test::TestRecord> records;
+  for (std::uint32_t i = 0; i < 400; ++i) {
+    records.push_back({"d" + std::to_string(i % 2) + "/f" + std::to_string(i) + ".jpg", 0,
+                       test::MakeJpeg(8, 8, i)});
+  }
+  test::WriteDataset(dir / "ds", records);
+  auto reader = OpenDataset(dir / "ds");
+  REQUIRE(reader.ok());
+  fs::create_directories(dir / "elsewhere");
+  int refused = 0;
+  for (int round = 0; round < 20; ++round) {
+    const fs::path out = dir / ("out" + std::to_string(round));
+    fs::create_directories(out / "d1");
+    std::atomic<bool> done{false};
+    std::thread swapper([&] {
+      std::error_code ignored;
+      while (!done.load()) {
+        fs::rename(out / "d1", out / "d1.real", ignored);
+        fs::create_directory_symlink(dir / "elsewhere", out / "d1", ignored);
+        std::this_thread::yield();
+        fs::remove(out / "d1", ignored);
+        fs::rename(out / "d1.real", out / "d1", ignored);
+      }
+    });
+    const Result<ExtractStats> extracted = ExtractDataset(**reader, out);
+    done = true;
+    swapper.join();
+    if (!extracted.ok()) {
+      ++refused;
+      CHECK_MESSAGE(extracted.status().code() != StatusCode::kOk, "");
+    }
+    CHECK(fs::is_empty(dir / "elsewhere"));
+  }
+  MESSAGE("swap rounds refused: " << refused << " of 20; files written outside OUT: 0");
 }
 
 TEST_CASE("extract refuses escaping keys, control characters and collisions; reports case ones") {
