@@ -11,6 +11,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev doctest-dev
   libarchive-dev libprotobuf-dev protobuf-compiler zstd tar
   liblmdb-dev libhdf5-dev liburing-dev python3 python3-lmdb python3-h5py python3-protobuf python3-jsonschema
+  python3-xxhash  # the interop checks verify the documented checksums independently
   # the Python bindings (python/), their tests, pip install . and examples/train_resnet.py
   pybind11-dev python3-dev python3-numpy python3-pytest python3-torch python3-torchvision python3-pil
   python3-venv python3-pip python3-setuptools python3-wheel

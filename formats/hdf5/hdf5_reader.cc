@@ -94,7 +94,8 @@ struct Index {
   std::vector<std::uint32_t> widths, heights;
   std::vector<std::uint8_t> channels, encodings, flags;
   std::vector<std::uint64_t> checksums, raw_sizes;
-  std::uint64_t data_offset = 0;  // of /data in the file
+  std::vector<std::uint64_t> meta_checksums;  // version 2; empty for version 1
+  std::uint64_t data_offset = 0;              // of /data in the file
   std::uint64_t data_size = 0;
   bool pixels = false;  // the pixels layout: /images instead of /data and /offsets
   std::uint32_t pixel_height = 0, pixel_width = 0;
@@ -199,7 +200,8 @@ Status ReadImagesShape(hid_t f, const fs::path& path, std::uint64_t count, Index
 }
 
 // REQUIRES: the caller holds LibraryMutex().
-Status ReadIndex(hid_t f, const fs::path& path, std::uint64_t count, Index* index) {
+Status ReadIndex(hid_t f, const fs::path& path, std::uint64_t count, std::uint32_t version,
+                 Index* index) {
   index->pixels = H5Lexists(f, kImages, H5P_DEFAULT) > 0;
   if (!index->pixels) {
     PACKREC_RETURN_IF_ERROR(
@@ -217,6 +219,10 @@ Status ReadIndex(hid_t f, const fs::path& path, std::uint64_t count, Index* inde
       ReadVector(f, kChecksums, H5T_NATIVE_UINT64, count, &index->checksums, path));
   PACKREC_RETURN_IF_ERROR(
       ReadVector(f, kRawSizes, H5T_NATIVE_UINT64, count, &index->raw_sizes, path));
+  if (version >= 2) {
+    PACKREC_RETURN_IF_ERROR(
+        ReadVector(f, kMetaChecksums, H5T_NATIVE_UINT64, count, &index->meta_checksums, path));
+  }
   PACKREC_RETURN_IF_ERROR(ReadKeys(f, path, count, &index->keys));
   if (index->pixels) return ReadImagesShape(f, path, count, index);
   Handle data(H5Dopen2(f, kData, H5P_DEFAULT), H5Dclose);
@@ -343,7 +349,6 @@ class Hdf5Reader final : public Reader {
     RecordView view;
     view.index = i;
     view.key = index_.keys[i];
-    view.label = static_cast<std::uint32_t>(index_.labels[i]);
     view.width = index_.widths[i];
     view.height = index_.heights[i];
     view.channels = index_.channels[i];
@@ -355,6 +360,10 @@ class Hdf5Reader final : public Reader {
                   ? std::string(" in /images")
                   : " at byte offset " + std::to_string(index_.data_offset + index_.offsets[i]));
     };
+    // Every read, whatever `verify` says: a hash of some 30 bytes and the key, against a label or
+    // size edited in place being delivered as true.
+    PACKREC_RETURN_IF_ERROR(CheckMeta(i, where));
+    view.label = static_cast<std::uint32_t>(index_.labels[i]);
     if (verify) {
       const std::uint64_t computed = Xxh64(stored, /*seed=*/i);
       if (computed != index_.checksums[i]) {
@@ -370,6 +379,30 @@ class Hdf5Reader final : public Reader {
       view.bytes = stored;
     }
     return view;
+  }
+
+  // Record i's metadata as the file holds it: a label a RecordView can carry (uint32: an edited
+  // -1 was delivered as 4294967295), and, from version 2, its checksum.
+  template <typename Where>
+  Status CheckMeta(std::uint64_t i, const Where& where) const {
+    const std::int64_t label = index_.labels[i];
+    if (label < 0 || label > std::int64_t{0xffffffff}) {
+      return Status::Corruption(where() + ": label " + std::to_string(label) +
+                                " is not a class index (0 to 4294967295)");
+    }
+    if (index_.meta_checksums.empty()) return Status::OK();
+    const std::uint64_t computed =
+        RecordMetaChecksum(i,
+                           {label, index_.widths[i], index_.heights[i], index_.channels[i],
+                            index_.encodings[i], index_.flags[i], index_.raw_sizes[i]},
+                           index_.keys[i]);
+    if (computed != index_.meta_checksums[i]) {
+      return Status::Corruption(where() + ": metadata checksum mismatch (its label, size, flags " +
+                                "or key in the per-record datasets changed since it was " +
+                                "written; stored " + Hex64(index_.meta_checksums[i]) +
+                                ", computed " + Hex64(computed) + ")");
+    }
+    return Status::OK();
   }
 
   fs::path path_;
@@ -402,7 +435,8 @@ Result<std::unique_ptr<Reader>> OpenHdf5Dataset(const fs::path& path, const Open
     PACKREC_ASSIGN_OR_RETURN(manifest,
                              ParseManifestJson(manifest_text, path.string() + " (manifest)",
                                                kManifestFormatName, kHdf5FormatVersion));
-    PACKREC_RETURN_IF_ERROR(ReadIndex(file.get(), path, manifest.record_count, &index));
+    PACKREC_RETURN_IF_ERROR(
+        ReadIndex(file.get(), path, manifest.record_count, manifest.format_version, &index));
     if (index.pixels) {
       Handle images(H5Dopen2(file.get(), kImages, H5P_DEFAULT), H5Dclose);
       if (!images.valid()) return Hdf5Error(StatusCode::kCorruption, "open /images in", path);
@@ -413,6 +447,7 @@ Result<std::unique_ptr<Reader>> OpenHdf5Dataset(const fs::path& path, const Open
   if (pixels != nullptr) {
     std::error_code error;
     DatasetInfo info = InfoFromManifest(manifest, "hdf5");
+    info.metadata_checksummed = manifest.format_version >= 2;
     info.files.push_back(
         {path.filename().string(), 0, manifest.record_count, fs::file_size(path, error)});
     return std::unique_ptr<Reader>(new Hdf5Reader(path, options, std::move(info), std::move(index),
@@ -437,6 +472,7 @@ Result<std::unique_ptr<Reader>> OpenHdf5Dataset(const fs::path& path, const Open
                              ", the file at " + std::to_string(map.size()) + ")");
   }
   DatasetInfo info = InfoFromManifest(manifest, "hdf5");
+  info.metadata_checksummed = manifest.format_version >= 2;
   info.files.push_back({path.filename().string(), 0, manifest.record_count, map.size()});
   return std::unique_ptr<Reader>(
       new Hdf5Reader(path, options, std::move(info), std::move(index), std::move(map), nullptr));

@@ -1,13 +1,42 @@
 #include "hdf5/hdf5_util.h"
 
+#include <pthread.h>
+
+#include <array>
 #include <charconv>
 #include <cstring>
 #include <string_view>
 
+#include "core/checksum.h"
+#include "core/endian.h"
+
 namespace packrec::hdf5 {
+
+std::uint64_t RecordMetaChecksum(std::uint64_t index, const RecordMeta& meta,
+                                 std::string_view key) {
+  std::array<std::byte, 28> fixed{};
+  StoreLE<std::int64_t>(&fixed[0], meta.label);
+  StoreLE<std::uint32_t>(&fixed[8], meta.width);
+  StoreLE<std::uint32_t>(&fixed[12], meta.height);
+  fixed[16] = std::byte{meta.channels};
+  fixed[17] = std::byte{meta.encoding};
+  fixed[18] = std::byte{meta.flags};
+  StoreLE<std::uint64_t>(&fixed[20], meta.raw_size);
+  return Xxh64(key, Xxh64(fixed, index));
+}
 
 std::mutex& LibraryMutex() {
   static std::mutex mutex;
+  // fork() while another thread holds the lock (inside HDF5) left the child with a lock nobody
+  // would release: its first HDF5 open waited for ever (22 of 30 forks taken during another
+  // thread's opens). The handlers take the lock around fork(), so no packrec thread is inside
+  // HDF5 when the child is made (HDF5's own state is then quiescent too), and release it on both
+  // sides. Registered with the lock's first use, before any thread can hold it.
+  static const bool registered = [] {
+    return pthread_atfork([] { mutex.lock(); }, [] { mutex.unlock(); }, [] { mutex.unlock(); }) ==
+           0;
+  }();
+  (void)registered;
   return mutex;
 }
 

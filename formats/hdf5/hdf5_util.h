@@ -4,16 +4,20 @@
 
 #include <hdf5.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "packrec/status.h"
 
 namespace packrec::hdf5 {
 
-inline constexpr std::uint32_t kHdf5FormatVersion = 1;
+// 2: /meta_checksums covers each record's label, sizes, flags and key. Version 1 files still
+// read; their metadata is under no checksum.
+inline constexpr std::uint32_t kHdf5FormatVersion = 2;
 inline constexpr char kManifestFormatName[] = "packrec-hdf5";
 inline constexpr char kManifestAttribute[] = "packrec_manifest";
 inline constexpr char kClassesAttribute[] = "classes";
@@ -34,6 +38,7 @@ inline constexpr char kFlags[] = "flags";
 inline constexpr char kSubsampling[] = "subsampling";
 inline constexpr char kChecksums[] = "checksums";
 inline constexpr char kRawSizes[] = "raw_sizes";
+inline constexpr char kMetaChecksums[] = "meta_checksums";  // version 2
 inline constexpr char kImages[] = "images";  // the pixels layout's N x H x W x 3 dataset
 
 enum RecordFlags : std::uint8_t {
@@ -41,8 +46,24 @@ enum RecordFlags : std::uint8_t {
   kFlagZstd = 1u << 1,
 };
 
+// What /meta_checksums holds for record `index` (docs/formats/hdf5.md): XXH64 of the key, seeded
+// with XXH64 of the record's other metadata as 28 little-endian bytes (label int64, width uint32,
+// height uint32, channels, encoding, flags uint8, a zero byte, raw size uint64), seeded with the
+// record index.
+struct RecordMeta {
+  std::int64_t label = 0;
+  std::uint32_t width = 0;
+  std::uint32_t height = 0;
+  std::uint8_t channels = 0;
+  std::uint8_t encoding = 0;
+  std::uint8_t flags = 0;
+  std::uint64_t raw_size = 0;
+};
+std::uint64_t RecordMetaChecksum(std::uint64_t index, const RecordMeta& meta, std::string_view key);
+
 // Every HDF5 call in packrec holds this lock: a library built without thread safety must not be
 // entered from two threads, and only open and write use HDF5 at all (reads go through the map).
+// It is also held across fork() (pthread_atfork), so a child never starts with it taken.
 std::mutex& LibraryMutex();
 
 // Once, before packrec's first other HDF5 call: turns off HDF5's printing of its error stack to

@@ -107,7 +107,7 @@ struct RecordTables {
   std::vector<std::string> keys;
   std::vector<std::uint32_t> widths, heights;
   std::vector<std::uint8_t> channels, encodings, flags, subsampling;
-  std::vector<std::uint64_t> checksums, raw_sizes;
+  std::vector<std::uint64_t> checksums, raw_sizes, meta_checksums;
   std::uint32_t label_count = 0;
 
   void Add(const RecordInput& record, std::span<const std::byte> stored, bool zstd) {
@@ -123,6 +123,11 @@ struct RecordTables {
     subsampling.push_back(static_cast<std::uint8_t>(record.image.subsampling));
     checksums.push_back(StoredChecksum(record, stored, index));
     raw_sizes.push_back(record.bytes.size());
+    meta_checksums.push_back(
+        RecordMetaChecksum(index,
+                           {labels.back(), widths.back(), heights.back(), channels.back(),
+                            encodings.back(), flags.back(), raw_sizes.back()},
+                           record.key));
     label_count = std::max(label_count, record.label + 1);
   }
 
@@ -145,6 +150,8 @@ struct RecordTables {
         WriteVector(file, kChecksums, H5T_STD_U64LE, H5T_NATIVE_UINT64, checksums, path));
     PACKREC_RETURN_IF_ERROR(
         WriteVector(file, kRawSizes, H5T_STD_U64LE, H5T_NATIVE_UINT64, raw_sizes, path));
+    PACKREC_RETURN_IF_ERROR(
+        WriteVector(file, kMetaChecksums, H5T_STD_U64LE, H5T_NATIVE_UINT64, meta_checksums, path));
     // Strings: vectors of C pointers, the form HDF5 takes variable-length strings in.
     const Handle string_type = VariableString();
     std::vector<const char*> key_pointers;

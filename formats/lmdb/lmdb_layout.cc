@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/checksum.h"
 #include "core/endian.h"
 
 namespace packrec::lmdb {
@@ -23,7 +24,14 @@ bool ParseRecordKey(std::span<const std::byte> key, std::uint64_t* index) {
   return true;
 }
 
-void EncodeValueHeader(const ValueHeader& header, std::span<std::byte, kValueHeaderSize> out) {
+std::uint64_t ValueHeaderChecksum(std::span<const std::byte> header_first_40,
+                                  std::span<const std::byte> key, std::uint64_t index) {
+  // Chained rather than one hash over a copied buffer: no allocation per record on either side.
+  return Xxh64(key, Xxh64(header_first_40.first(kValueHeaderSizeV1), index));
+}
+
+void EncodeValueHeader(const ValueHeader& header, std::span<const std::byte> key,
+                       std::uint64_t index, std::span<std::byte, kValueHeaderSize> out) {
   std::fill(out.begin(), out.end(), std::byte{0});
   std::memcpy(out.data(), kValueMagic.data(), kValueMagic.size());
   out[4] = std::byte{header.version};
@@ -37,14 +45,21 @@ void EncodeValueHeader(const ValueHeader& header, std::span<std::byte, kValueHea
   out[22] = std::byte{header.subsampling};
   StoreLE<std::uint64_t>(&out[24], header.checksum);
   StoreLE<std::uint64_t>(&out[32], header.raw_size);
+  out[4] = std::byte{kLmdbFormatVersion};
+  StoreLE<std::uint64_t>(&out[40], ValueHeaderChecksum(out, key, index));
 }
 
 bool DecodeValueHeader(std::span<const std::byte> value, ValueHeader* header) {
-  if (value.size() < kValueHeaderSize ||
+  if (value.size() < kValueHeaderSizeV1 ||
       std::memcmp(value.data(), kValueMagic.data(), kValueMagic.size()) != 0) {
     return false;
   }
   header->version = static_cast<std::uint8_t>(value[4]);
+  if ((header->version != 1 && header->version != 2) ||
+      value.size() < ValueHeaderSize(header->version)) {
+    return false;
+  }
+  header->header_checksum = header->version == 2 ? LoadLE<std::uint64_t>(&value[40]) : 0;
   header->encoding = static_cast<std::uint8_t>(value[5]);
   header->channels = static_cast<std::uint8_t>(value[6]);
   header->flags = static_cast<std::uint8_t>(value[7]);
@@ -55,8 +70,7 @@ bool DecodeValueHeader(std::span<const std::byte> value, ValueHeader* header) {
   header->subsampling = static_cast<std::uint8_t>(value[22]);
   header->checksum = LoadLE<std::uint64_t>(&value[24]);
   header->raw_size = LoadLE<std::uint64_t>(&value[32]);
-  return header->version == kLmdbFormatVersion && value[23] == std::byte{0} &&
-         (header->flags & ~(kValueProgressive | kValueZstd)) == 0;
+  return value[23] == std::byte{0} && (header->flags & ~(kValueProgressive | kValueZstd)) == 0;
 }
 
 // A hand encoder for this one message, not libprotobuf: the Datum wire format is four fields of

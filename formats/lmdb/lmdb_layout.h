@@ -1,4 +1,4 @@
-// packrec's conventions inside an LMDB environment, version 1: keys, the value layout and the
+// packrec's conventions inside an LMDB environment, version 2: keys, the value layout and the
 // metadata key. Specified in docs/formats/lmdb.md: change both together and bump the version.
 #ifndef PACKREC_FORMATS_LMDB_LMDB_LAYOUT_H_
 #define PACKREC_FORMATS_LMDB_LMDB_LAYOUT_H_
@@ -12,7 +12,9 @@
 
 namespace packrec::lmdb {
 
-inline constexpr std::uint32_t kLmdbFormatVersion = 1;
+// 2: the value header carries a checksum of itself and the key (header_checksum). Version 1
+// datasets still read; their labels, sizes and keys are under no checksum.
+inline constexpr std::uint32_t kLmdbFormatVersion = 2;
 inline constexpr char kManifestFormatName[] = "packrec-lmdb";
 inline constexpr char kDataFileName[] = "data.mdb";
 
@@ -26,7 +28,8 @@ inline constexpr std::string_view kManifestKey =
     "packrec.manifest";
 
 inline constexpr std::array<unsigned char, 4> kValueMagic = {'P', 'K', 'R', 'V'};
-inline constexpr std::size_t kValueHeaderSize = 40;
+inline constexpr std::size_t kValueHeaderSizeV1 = 40;
+inline constexpr std::size_t kValueHeaderSize = 48;  // version 2
 inline constexpr std::size_t kMaxKeyBytes = 0xffff;
 
 enum ValueFlags : std::uint8_t {
@@ -36,7 +39,7 @@ enum ValueFlags : std::uint8_t {
 
 // The fixed part of a record's value; the key (path) and the stored payload follow it.
 struct ValueHeader {
-  std::uint8_t version = 1;
+  std::uint8_t version = kLmdbFormatVersion;
   std::uint8_t encoding = 0;
   std::uint8_t channels = 0;
   std::uint8_t flags = 0;
@@ -47,14 +50,30 @@ struct ValueHeader {
   std::uint8_t subsampling = 0;
   std::uint64_t checksum = 0;  // xxHash64 of the stored payload, seed = global record index
   std::uint64_t raw_size = 0;  // payload size after decompression
+  // Version 2: XXH64 of the key with seed = XXH64 of the header's first 40 bytes with seed = the
+  // global record index (ValueHeaderChecksum): a flipped label, size, flag or key byte, or a
+  // value stored under another record's key, does not pass.
+  std::uint64_t header_checksum = 0;
 };
+
+// Bytes of a value header of `version` (1 or 2).
+constexpr std::size_t ValueHeaderSize(std::uint8_t version) {
+  return version == 1 ? kValueHeaderSizeV1 : kValueHeaderSize;
+}
+
+// The version 2 header checksum over the header's first 40 bytes and the key.
+std::uint64_t ValueHeaderChecksum(std::span<const std::byte> header_first_40,
+                                  std::span<const std::byte> key, std::uint64_t index);
 
 std::array<std::byte, kRecordKeySize> RecordKey(std::uint64_t index);
 // False when `key` is not a record key.
 bool ParseRecordKey(std::span<const std::byte> key, std::uint64_t* index);
 
-void EncodeValueHeader(const ValueHeader& header, std::span<std::byte, kValueHeaderSize> out);
-// False on bad magic, unknown version or non-zero reserved bytes.
+// Writes a version 2 header for record `index` with key `key`, its header_checksum computed.
+void EncodeValueHeader(const ValueHeader& header, std::span<const std::byte> key,
+                       std::uint64_t index, std::span<std::byte, kValueHeaderSize> out);
+// False on bad magic, a version other than 1 or 2, a value shorter than its version's header, or
+// non-zero reserved bytes. The header checksum is read, not checked (ValueHeaderChecksum).
 bool DecodeValueHeader(std::span<const std::byte> value, ValueHeader* header);
 
 // Caffe Datum values (--lmdb-values caffe-datum): each value is a protobuf `caffe.Datum` with

@@ -167,6 +167,7 @@ class LmdbReader final : public Reader {
                                 " entries, the manifest says " + std::to_string(entries));
     }
     info_ = InfoFromManifest(manifest, "lmdb");
+    info_.metadata_checksummed = manifest.format_version >= 2;
     info_.files.push_back({kDataFileName, 0, manifest.record_count,
                            static_cast<std::uint64_t>(fs::file_size(dir_ / kDataFileName, error))});
     return Status::OK();
@@ -368,7 +369,8 @@ class LmdbReader final : public Reader {
 
   Result<RecordView> Decode(std::uint64_t index, std::span<const std::byte> value,
                             ReadScratch& scratch, bool verify) const {
-    return DecodeRecordValue(index, value, datum_, verify, data_file_, scratch);
+    return DecodeRecordValue(index, value, datum_, verify, info_.format_version, data_file_,
+                             scratch);
   }
 
   // Moves a view's key and bytes into `scratch`, for views that must outlive the transaction.

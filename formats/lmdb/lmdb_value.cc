@@ -35,8 +35,8 @@ std::optional<ValueParts> Split(std::span<const std::byte> value, bool datum,
 }  // namespace
 
 Result<RecordView> DecodeRecordValue(std::uint64_t index, std::span<const std::byte> value,
-                                     bool datum, bool verify, const std::string& data_file,
-                                     ReadScratch& scratch) {
+                                     bool datum, bool verify, std::uint32_t format_version,
+                                     const std::string& data_file, ReadScratch& scratch) {
   // Built only for an error: formatting it for every record cost more than the read.
   const auto where = [&] { return data_file + ": record " + std::to_string(index); };
   std::string problem;
@@ -44,19 +44,37 @@ Result<RecordView> DecodeRecordValue(std::uint64_t index, std::span<const std::b
   if (!parts) return Status::Corruption(where() + ": " + problem);
   const std::span<const std::byte> packrec = parts->packrec;
   ValueHeader header;
-  if (!DecodeValueHeader(packrec, &header) || packrec.size() < kValueHeaderSize + header.key_size) {
+  if (!DecodeValueHeader(packrec, &header)) {
     return Status::Corruption(where() + ": malformed value header");
+  }
+  const std::size_t header_size = ValueHeaderSize(header.version);
+  if (header.version != format_version) {
+    return Status::Corruption(where() + ": value header version " + std::to_string(header.version) +
+                              " in a dataset of layout version " + std::to_string(format_version));
+  }
+  if (packrec.size() < header_size + header.key_size) {
+    return Status::Corruption(where() + ": malformed value header (its key runs past the value)");
+  }
+  const std::span<const std::byte> key_bytes = packrec.subspan(header_size, header.key_size);
+  if (header.version >= 2) {
+    const std::uint64_t computed = ValueHeaderChecksum(packrec, key_bytes, index);
+    if (computed != header.header_checksum) {
+      return Status::Corruption(where() +
+                                ": value header checksum mismatch (its label, size, flags or key "
+                                "changed since it was written; stored " +
+                                Hex64(header.header_checksum) + ", computed " + Hex64(computed) +
+                                ")");
+    }
   }
   RecordView view;
   view.index = index;
-  view.key = std::string_view(reinterpret_cast<const char*>(packrec.data()) + kValueHeaderSize,
-                              header.key_size);
+  view.key = std::string_view(reinterpret_cast<const char*>(key_bytes.data()), key_bytes.size());
   view.label = header.label;
   view.width = header.width;
   view.height = header.height;
   view.channels = header.channels;
   view.encoding = static_cast<Encoding>(header.encoding);
-  std::span<const std::byte> stored = packrec.subspan(kValueHeaderSize + header.key_size);
+  std::span<const std::byte> stored = packrec.subspan(header_size + header.key_size);
   if (datum) {
     if (!stored.empty()) return Status::Corruption(where() + ": payload inside packrec's field");
     stored = parts->payload;
@@ -92,11 +110,12 @@ std::string RecordValueKey(std::span<const std::byte> value, bool datum) {
   const std::optional<ValueParts> parts = Split(value, datum, &ignored);
   ValueHeader header;
   if (!parts || !DecodeValueHeader(parts->packrec, &header) ||
-      kValueHeaderSize + header.key_size > parts->packrec.size()) {
+      ValueHeaderSize(header.version) + header.key_size > parts->packrec.size()) {
     return "";
   }
-  return std::string(reinterpret_cast<const char*>(parts->packrec.data()) + kValueHeaderSize,
-                     header.key_size);
+  return std::string(
+      reinterpret_cast<const char*>(parts->packrec.data()) + ValueHeaderSize(header.version),
+      header.key_size);
 }
 
 }  // namespace packrec::lmdb

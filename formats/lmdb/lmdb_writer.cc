@@ -331,7 +331,7 @@ Status LmdbWriter::Add(const RecordInput& record) {
   header.raw_size = record.bytes.size();
 
   std::array<std::byte, kValueHeaderSize> header_bytes{};
-  EncodeValueHeader(header, header_bytes);
+  EncodeValueHeader(header, AsBytes(record.key), records_, header_bytes);
   const auto key = RecordKey(records_);
   if (options_.lmdb_values == LmdbValues::kCaffeDatum) {
     if (record.label > 0x7fffffffu) {

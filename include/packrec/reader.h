@@ -9,8 +9,14 @@
 // into the ReadScratch passed to Read and stay valid until that scratch is next used or destroyed.
 // Copy what you keep.
 //
-// fork(): the shard reader holds only read-only mappings and no locks, so a child process may keep
-// using a Reader opened by its parent. Other formats document their own rule in their headers.
+// fork(): every format may be opened and read in a child process, whatever other threads of the
+// parent were doing at the fork. The shard reader holds only read-only mappings and no locks, so a
+// child may also keep using a Reader opened by its parent. An LMDB Reader inherited by a child
+// opens a fresh environment there on first use (LMDB forbids using the parent's), leaving the
+// parent's handle alone. HDF5 is used only at open, under a process-wide lock that packrec holds
+// across fork() (pthread_atfork), so a child never inherits it taken; an HDF5 Reader reads through
+// its mapping and may be used in a child. The same does not hold for HDF5 calls that other code in
+// the process makes (h5py): fork only while those are idle.
 //
 // Files changing under an open reader: datasets are immutable once written. The shard reader
 // copies each shard's index into memory at open and streams ForEach with pread, so a shard
@@ -63,6 +69,10 @@ struct DatasetInfo {
   std::vector<DatasetFileInfo> files;
   std::string options_json;  // the convert options, as a JSON object
   std::string created_by;
+  // Whether each record's metadata (label, sizes, encoding, key) is under a checksum, as its
+  // bytes are. False for LMDB and HDF5 datasets of layout version 1: a flipped label there is
+  // delivered as it is, and Verify cannot see it.
+  bool metadata_checksummed = true;
 };
 
 // Per-call scratch for records that cannot be handed out as views. Reuse one per thread.

@@ -54,7 +54,7 @@ TEST_CASE("cli: the same commands work on an LMDB dataset") {
   REQUIRE_MESSAGE(convert.exit_code == 0, convert.output);
   auto info = RunCli("info " + Quote(dir / "db"));
   CHECK(info.exit_code == 0);
-  CHECK(Contains(info.output, "format    lmdb (version 1)"));
+  CHECK(Contains(info.output, "format    lmdb (version 2)"));
   CHECK(Contains(info.output, "records   16"));
   auto verify = RunCli("verify --deep " + Quote(dir / "db"));
   CHECK_MESSAGE(verify.exit_code == 0, verify.output);
@@ -78,7 +78,7 @@ TEST_CASE("cli: the same commands work on an HDF5 file, with rejects beside it")
   CHECK_FALSE(fs::exists(dir / "data.h5.payloads.tmp"));
   auto info = RunCli("info " + Quote(dir / "data.h5"));
   CHECK(info.exit_code == 0);
-  CHECK(Contains(info.output, "format    hdf5 (version 1)"));
+  CHECK(Contains(info.output, "format    hdf5 (version 2)"));
   CHECK(Contains(info.output, "records   16 (1 inputs rejected"));
   auto verify = RunCli("verify --deep " + Quote(dir / "data.h5"));
   CHECK_MESSAGE(verify.exit_code == 0, verify.output);

@@ -32,9 +32,10 @@ namespace {
 
 using packrec::hdf5::Handle;
 
-constexpr std::array<const char*, 15> kDatasets = {
-    "data",     "offsets",  "labels", "keys",        "key_bytes", "key_offsets", "width", "height",
-    "channels", "encoding", "flags",  "subsampling", "checksums", "raw_sizes",   "images"};
+constexpr std::array<const char*, 16> kDatasets = {
+    "data",      "offsets",   "labels",   "keys",          "key_bytes", "key_offsets",
+    "width",     "height",    "channels", "encoding",      "flags",     "subsampling",
+    "checksums", "raw_sizes", "images",   "meta_checksums"};
 constexpr std::array<const char*, 2> kAttributes = {"packrec_manifest", "classes"};
 
 class Input {

@@ -1,5 +1,5 @@
 // Fuzz target: the LMDB reader's record-value decoding (packrec's value header, key and payload,
-// or a caffe.Datum carrying them), with and without checksum verification.
+// or a caffe.Datum carrying them), with and without checksum verification, in both layouts.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -11,7 +11,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   packrec::ReadScratch scratch;
   for (const bool datum : {false, true}) {
     for (const bool verify : {false, true}) {
-      (void)packrec::lmdb::DecodeRecordValue(0, value, datum, verify, "fuzz", scratch);
+      for (const std::uint32_t layout : {1u, 2u}) {
+        (void)packrec::lmdb::DecodeRecordValue(0, value, datum, verify, layout, "fuzz", scratch);
+      }
     }
     (void)packrec::lmdb::RecordValueKey(value, datum);
   }

@@ -3,7 +3,9 @@
 
 Usage: lmdb_python_check.py PACKREC_CLI WORK_DIR
 Converts a synthetic tree with the packrec CLI, then checks with python-lmdb alone that every
-record's key, label and bytes match the original files. Exit 77 (skipped) without python-lmdb.
+record's key, label and bytes match the original files, and with python-xxhash (Debian
+python3-xxhash) that each value's payload and header checksums are the documented ones. Exit 77
+(skipped) without python-lmdb or python-xxhash.
 """
 import json
 import os
@@ -14,8 +16,9 @@ import sys
 
 try:
     import lmdb
-except ImportError:
-    print("skipped: python3-lmdb is not installed")
+    import xxhash
+except ImportError as missing:
+    print(f"skipped: {missing.name} is not installed (python3-lmdb, python3-xxhash)")
     sys.exit(77)
 
 cli, work = sys.argv[1], sys.argv[2]
@@ -29,12 +32,13 @@ subprocess.run([cli, "convert", "-q", tree, dataset, "--format", "lmdb", "--comm
 
 classes = sorted(d for d in os.listdir(tree) if os.path.isdir(os.path.join(tree, d)))
 env = lmdb.open(dataset, readonly=True, lock=False, subdir=True)
-HEADER = struct.Struct("<4sBBBBIIIHBxQQ")  # docs/formats/lmdb.md, 40 bytes
-assert HEADER.size == 40
+HEADER = struct.Struct("<4sBBBBIIIHBxQQQ")  # docs/formats/lmdb.md, version 2: 48 bytes
+assert HEADER.size == 48
 seen = 0
 with env.begin() as txn:
     manifest = json.loads(bytes(txn.get(b"\xffpackrec.manifest")))
     assert manifest["format"] == "packrec-lmdb", manifest["format"]
+    assert manifest["format_version"] == 2, manifest["format_version"]
     assert manifest["classes"] == classes, manifest["classes"]
     for key, value in txn.cursor():
         if len(key) != 8:
@@ -42,10 +46,16 @@ with env.begin() as txn:
             continue
         index = int.from_bytes(key, "big")
         (magic, version, encoding, channels, flags, label, width, height, key_size, subsampling,
-         checksum, raw_size) = HEADER.unpack_from(value)
-        assert magic == b"PKRV" and version == 1, (magic, version)
-        path = bytes(value[40:40 + key_size]).decode()
-        payload = bytes(value[40 + key_size:])
+         checksum, raw_size, header_checksum) = HEADER.unpack_from(value)
+        assert magic == b"PKRV" and version == 2, (magic, version)
+        key_bytes = bytes(value[48:48 + key_size])
+        path = key_bytes.decode()
+        payload = bytes(value[48 + key_size:])
+        # The checksums as documented: the payload's, seeded with the index; the header's over
+        # its first 40 bytes, then the key.
+        assert xxhash.xxh64_intdigest(payload, seed=index) == checksum, path
+        first = xxhash.xxh64_intdigest(bytes(value[:40]), seed=index)
+        assert xxhash.xxh64_intdigest(key_bytes, seed=first) == header_checksum, path
         with open(os.path.join(tree, path), "rb") as original:
             assert payload == original.read(), path
         assert label == classes.index(path.split("/")[0]), (path, label)
@@ -53,4 +63,4 @@ with env.begin() as txn:
         assert index == seen, (index, seen)
         seen += 1
 assert seen == manifest["record_count"] == 45, (seen, manifest["record_count"])
-print(f"python-lmdb read {seen} records, bytes and labels identical")
+print(f"python-lmdb read {seen} records, bytes and labels identical, checksums as documented")

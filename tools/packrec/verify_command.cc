@@ -51,6 +51,7 @@ void AddVerifyCommand(CLI::App& app, int& exit_code) {
       out["ok"] = stats.problems == 0;
       out["records_checked"] = stats.records_checked;
       out["bytes_checked"] = stats.bytes_checked;
+      out["metadata_checksummed"] = (*reader)->info().metadata_checksummed;
       nlohmann::json problems = nlohmann::json::array();
       for (const VerifyProblem& p : reporter.problems) {
         nlohmann::json item;
@@ -69,6 +70,13 @@ void AddVerifyCommand(CLI::App& app, int& exit_code) {
     std::cout << (stats.problems == 0 ? "OK" : "FAILED") << ": checked " << stats.records_checked
               << " of " << (*reader)->size() << " records (" << HumanBytes(stats.bytes_checked)
               << (args->deep ? ", decoded" : "") << "), " << stats.problems << " problem(s)\n";
+    const DatasetInfo& info = (*reader)->info();
+    if (!info.metadata_checksummed) {
+      std::cout << "note: this " << info.format << " dataset is of layout version "
+                << info.format_version
+                << ", whose labels, image sizes and keys are under no checksum: damage to them "
+                   "cannot be found; convert it again with this packrec to cover them\n";
+    }
   });
 }
 
