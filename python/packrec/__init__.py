@@ -178,6 +178,11 @@ class Loader:
     batch_size x world_size; this rank's batch is its slice of each. Iterating again without
     set_epoch continues with the next epoch; a loop left early restarts its epoch.
 
+    Threads: packrec's calls release the GIL, and a daemon thread still inside one at interpreter
+    exit is left to end with the process. torch 1.13 aborts the process (exit 134) when a daemon
+    thread frees a tensor made by torch.from_numpy during exit, whoever made it; iterate a Loader
+    in a non-daemon thread (or with output="numpy") if your program may exit while it runs.
+
     Checkpoints: state_dict() is where the batches taken so far end (a small dict of plain
     values); Loader(..., resume_from=state) or load_state_dict(state) continues with exactly the
     next batch, without reading anything before it, on any world_size whose

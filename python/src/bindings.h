@@ -31,6 +31,25 @@ inline void CheckOk(const Status& status) {
   if (!status.ok()) ThrowStatus(status);
 }
 
+// Releases the GIL around a packrec call and takes it back after, as py::gil_scoped_release does,
+// except at interpreter exit. CPython ends a daemon thread that asks for the GIL once
+// finalization has begun with pthread_exit; its forced unwinding through gil_scoped_release's
+// destructor (noexcept) called std::terminate, and the process aborted (exit 134) after the
+// user's program had finished (about 1 run in 20 with a daemon thread reading ds[i]). A thread
+// that finds the interpreter finalizing is parked instead, and exit ends it with the process; the
+// destructor is noexcept(false) so that the forced unwinding of one that starts waiting just
+// before finalization passes through it (pybind11 rethrows abi::__forced_unwind).
+class ReleasedGil {
+ public:
+  ReleasedGil() : state_(PyEval_SaveThread()) {}
+  ~ReleasedGil() noexcept(false);
+  ReleasedGil(const ReleasedGil&) = delete;
+  ReleasedGil& operator=(const ReleasedGil&) = delete;
+
+ private:
+  PyThreadState* state_;
+};
+
 // The reader behind a packrec.Dataset (the Python object BindDataset registers).
 std::shared_ptr<const Reader> ReaderOf(const py::object& dataset);
 

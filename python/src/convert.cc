@@ -116,7 +116,7 @@ py::dict RunConvert(const ConvertArguments& args, const py::object& progress) {
     return Status::OK();
   };
   Result<ConvertStats> stats = [&] {
-    py::gil_scoped_release release;
+    ReleasedGil release;
     return Convert(options, callback);
   }();
   if (raised) throw std::move(*raised);
@@ -183,7 +183,7 @@ void BindConvert(py::module_& module) {
         options.remove_parts = remove_parts;
         const std::vector<std::filesystem::path> paths(parts.begin(), parts.end());
         Result<MergeStats> stats = [&] {
-          py::gil_scoped_release release;
+          ReleasedGil release;
           return MergeParts(paths, output, options);
         }();
         const MergeStats done = ValueOrThrow(std::move(stats));

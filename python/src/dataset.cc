@@ -28,7 +28,7 @@ class Dataset {
     options.verify_checksums = verify_checksums;
     verify_checksums_ = verify_checksums;
     Result<std::unique_ptr<Reader>> opened = [&] {
-      py::gil_scoped_release release;
+      ReleasedGil release;
       return OpenDataset(path_, options);
     }();
     reader_ = ValueOrThrow(std::move(opened));
@@ -95,7 +95,7 @@ class Dataset {
     Collector collector;
     VerifyStats stats;
     {
-      py::gil_scoped_release release;
+      ReleasedGil release;
       stats = VerifyDataset(*reader_, VerifyOptions{deep}, collector);
     }
     py::list problems;
@@ -154,7 +154,7 @@ class Dataset {
     Record record;
     Status status;
     {
-      py::gil_scoped_release release;
+      ReleasedGil release;
       ReadScratch scratch;
       Result<RecordView> view = reader_->Read(index, scratch);
       if (view.ok()) {

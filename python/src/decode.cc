@@ -47,7 +47,7 @@ void BindDecode(py::module_& module) {
                                           static_cast<std::size_t>(image.size()));
         Status status;
         {
-          py::gil_scoped_release release;
+          ReleasedGil release;
           DecodeScratch scratch;
           status = DecodeInto(encoded, request, out, scratch);
         }

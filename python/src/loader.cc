@@ -62,7 +62,7 @@ class PyLoader {
   }
 
   void StartEpoch(std::uint64_t epoch) {
-    py::gil_scoped_release release;
+    ReleasedGil release;
     std::lock_guard lock(mutex_);
     loader_->StartEpoch(epoch);
   }
@@ -82,7 +82,7 @@ class PyLoader {
     std::shared_ptr<const Batch> batch = NextBatch();
     if (batch == nullptr) return py::none();
     Result<std::shared_ptr<GpuBatch>> uploaded = [&] {
-      py::gil_scoped_release release;
+      ReleasedGil release;
       return uploader_->Upload(std::move(batch));
     }();
     return py::cast(GpuBatchHandle{ValueOrThrow(std::move(uploaded)), normalize_});
@@ -95,7 +95,7 @@ class PyLoader {
     const LoaderState state = ValueOrThrow(LoaderState::FromJson(state_json));
     Status status;
     {
-      py::gil_scoped_release release;
+      ReleasedGil release;
       std::lock_guard lock(mutex_);
       status = loader_->Resume(state);
     }
@@ -129,7 +129,7 @@ class PyLoader {
  private:
   std::shared_ptr<const Batch> NextBatch() {
     Result<std::shared_ptr<const Batch>> next = [&] {
-      py::gil_scoped_release release;
+      ReleasedGil release;
       std::lock_guard lock(mutex_);
       return loader_->Next();
     }();
@@ -242,7 +242,7 @@ void BindLoader(py::module_& module) {
            [](const GpuBatchHandle& b) {
              Status status;
              {
-               py::gil_scoped_release release;
+               ReleasedGil release;
                status = b.gpu->Wait();
              }
              CheckOk(status);

@@ -1,5 +1,7 @@
 // The _packrec extension module: the C++ library as the pure-Python package `packrec` uses it.
 // Every call that reads, decodes or converts releases the GIL.
+#include <unistd.h>
+
 #include <cctype>
 #include <string>
 
@@ -37,6 +39,18 @@ void ThrowStatus(const Status& status, std::optional<std::uint64_t> record_index
   throw py::error_already_set();
 }
 
+ReleasedGil::~ReleasedGil() noexcept(false) {
+#if PY_VERSION_HEX >= 0x030D0000
+  const bool finalizing = Py_IsFinalizing();
+#else
+  const bool finalizing = _Py_IsFinalizing();
+#endif
+  if (finalizing) {
+    for (;;) ::pause();  // the interpreter is going away: wait for exit to end this thread
+  }
+  PyEval_RestoreThread(state_);
+}
+
 }  // namespace packrec::python
 
 PYBIND11_MODULE(_packrec, module) {
@@ -63,7 +77,7 @@ PYBIND11_MODULE(_packrec, module) {
         options.mean_width = width;
         options.mean_height = height;
         packrec::Result<packrec::SynthStats> stats = [&] {
-          py::gil_scoped_release release;
+          ReleasedGil release;
           return packrec::WriteSyntheticTree(out, options);
         }();
         const packrec::SynthStats done = ValueOrThrow(std::move(stats));
