@@ -16,6 +16,7 @@
 
 #include "core/checksum.h"
 #include "core/file_io.h"
+#include "core/output_dir.h"
 #include "core/range_stream.h"
 #include "dataset/manifest_json.h"
 #include "dataset/payload.h"
@@ -149,6 +150,14 @@ class LmdbReader final : public Reader {
       : dir_(std::move(dir)), data_file_((dir_ / kDataFileName).string()), options_(options) {}
 
   Status Open() {
+    // A conversion that was interrupted is not a dataset yet, whatever data.mdb holds.
+    std::error_code exists_error;
+    if (fs::exists(dir_ / kResumeJournalName, exists_error)) {
+      return Status::NotFound(dir_.string() +
+                              " holds an interrupted conversion (resume.json), not a finished "
+                              "dataset: finish it with convert --resume, or start again with "
+                              "--overwrite");
+    }
     // Before LMDB maps the file: opening already follows the first record's pages.
     PACKREC_RETURN_IF_ERROR(CheckDataFileWhole(dir_ / kDataFileName));
     env_ = std::make_unique<Environment>();

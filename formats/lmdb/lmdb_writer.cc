@@ -25,6 +25,7 @@
 #include "lmdb/lmdb_format.h"
 #include "lmdb/lmdb_layout.h"
 #include "lmdb/lmdb_status.h"
+#include "lmdb/lmdb_value.h"
 
 namespace packrec::lmdb {
 namespace {
@@ -76,6 +77,8 @@ class LmdbWriter final : public DatasetWriter {
   Status StartJournal() { return WriteJournal(""); }
   // Continues from a resume point: drops the records committed after it (and a manifest key).
   Status ResumeAt(const ResumeJournal& journal);
+  // Reads back and checks every record before the resume point (ResumeAt).
+  Status CheckKeptRecords();
   // Closes without removing anything.
   void LeaveAsItIs() {
     CloseEnvironment();
@@ -209,7 +212,52 @@ Status LmdbWriter::ResumeAt(const ResumeJournal& journal) {
                               "its journal says " +
                               std::to_string(records_) + " (start again with --overwrite)");
   }
+  PACKREC_RETURN_IF_ERROR(CheckKeptRecords());
   return CommitBatch();
+}
+
+// Every record before the resume point is read back and checked (both checksums) before anything
+// is added: a value damaged since it was committed (a torn tail after a power loss, a bad sector)
+// would otherwise be kept in the finished dataset, or fail only later, mid-conversion.
+Status LmdbWriter::CheckKeptRecords() {
+  MDB_cursor* cursor = nullptr;
+  int rc = mdb_cursor_open(txn_, dbi_, &cursor);
+  if (rc != MDB_SUCCESS) return LmdbError(rc, "open cursor", env_dir_);
+  const std::string data_file = (env_dir_ / kDataFileName).string();
+  const bool datum = options_.lmdb_values == LmdbValues::kCaffeDatum;
+  ReadScratch scratch;
+  MDB_val key{}, value{};
+  std::uint64_t expected = 0;
+  Status status;
+  for (rc = mdb_cursor_get(cursor, &key, &value, MDB_FIRST);
+       rc == MDB_SUCCESS && expected < records_;
+       rc = mdb_cursor_get(cursor, &key, &value, MDB_NEXT), ++expected) {
+    std::uint64_t index = 0;
+    if (!ParseRecordKey({static_cast<const std::byte*>(key.mv_data), key.mv_size}, &index) ||
+        index != expected) {
+      status =
+          Status::Corruption(data_file + ": record " + std::to_string(expected) + " is missing");
+      break;
+    }
+    const Result<RecordView> checked = DecodeRecordValue(
+        index, {static_cast<const std::byte*>(value.mv_data), value.mv_size}, datum,
+        /*verify=*/true, kLmdbFormatVersion, data_file, scratch);
+    if (!checked.ok()) {
+      status = checked.status();
+      break;
+    }
+  }
+  mdb_cursor_close(cursor);
+  if (status.ok() && expected < records_) {
+    status =
+        rc == MDB_SUCCESS || rc == MDB_NOTFOUND
+            ? Status::Corruption(data_file + ": record " + std::to_string(expected) + " is missing")
+            : LmdbError(rc, "read back the records before the resume point in", env_dir_);
+  }
+  if (status.ok()) return status;
+  return Status::Corruption("cannot resume the conversion in " + env_dir_.string() +
+                            ": what it kept is damaged: " + status.message() +
+                            " (start again with --overwrite)");
 }
 
 Status LmdbWriter::Start() {
@@ -514,7 +562,13 @@ Result<ResumedWriter> ResumeLmdbWriter(const fs::path& dir, const WriterOptions&
     Status resumed = writer->ResumeAt(journal);
     if (!resumed.ok()) {
       writer->LeaveAsItIs();  // the interrupted conversion is not ours to throw away
-      return resumed;
+      // LMDB's own errors (MDB_CORRUPTED from a torn B-tree) say nothing of what to do; running
+      // --resume again cannot help them.
+      if (resumed.message().find("--overwrite") != std::string::npos) return resumed;
+      return Status(resumed.code(), "cannot resume the conversion in " + dir.string() + ": " +
+                                        resumed.message() +
+                                        " (what it kept cannot be used: start again with "
+                                        "--overwrite)");
     }
   }
   ResumedWriter result;

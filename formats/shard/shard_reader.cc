@@ -236,7 +236,7 @@ class ShardReader final : public Reader {
       }
       // Bytes outside records (padding) are covered only by the whole-file checksum.
       if (stats.problems != problems_before) continue;
-      Result<std::uint64_t> computed = HashFile(**file, shard.meta.size_bytes);
+      Result<std::uint64_t> computed = HashFileXxh64(**file, shard.meta.size_bytes);
       if (!computed.ok()) {
         report_shard(computed.status());
       } else if (*computed != shard.meta.xxh64) {
@@ -266,18 +266,6 @@ class ShardReader final : public Reader {
         [&](std::uint64_t i, std::span<const std::byte> stored) {
           return on_record(i, shard.Entry(i - first), stored);
         });
-  }
-
-  static Result<std::uint64_t> HashFile(const RandomAccessFile& file, std::uint64_t size) {
-    Xxh64Stream hash;
-    std::vector<std::byte> chunk(kStreamWindowBytes);
-    for (std::uint64_t offset = 0; offset < size; offset += chunk.size()) {
-      const std::span<std::byte> part =
-          std::span<std::byte>(chunk).first(std::min<std::uint64_t>(chunk.size(), size - offset));
-      PACKREC_RETURN_IF_ERROR(file.ReadExact(offset, part));
-      hash.Update(part);
-    }
-    return hash.Digest();
   }
 
  private:

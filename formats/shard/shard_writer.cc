@@ -16,6 +16,7 @@
 #include "core/endian.h"
 #include "core/file_io.h"
 #include "core/output_dir.h"
+#include "core/range_stream.h"
 #include "dataset/json_util.h"
 #include "dataset/payload.h"
 #include "dataset/resume_journal.h"
@@ -350,6 +351,15 @@ Result<std::vector<ManifestShard>> JournalShards(const nlohmann::json& state, co
     if (size != shard.size_bytes) {
       return bad(shard.file + " is " + std::to_string(size) + " bytes; the journal says " +
                  std::to_string(shard.size_bytes));
+    }
+    // Kept only whole: a shard damaged since it was sealed (a bad sector, a torn copy) would
+    // otherwise end up in the finished dataset. One read of what is kept, once per resume.
+    PACKREC_ASSIGN_OR_RETURN(const std::unique_ptr<RandomAccessFile> file,
+                             RandomAccessFile::Open(dir / shard.file));
+    PACKREC_ASSIGN_OR_RETURN(const std::uint64_t hash, HashFileXxh64(*file, size));
+    if (hash != shard.xxh64) {
+      return bad(shard.file + " changed since it was sealed (its xxh64 is " + Hex64(hash) +
+                 ", the journal says " + Hex64(shard.xxh64) + ")");
     }
     totals.records += shard.record_count;
     totals.file_bytes += shard.size_bytes;

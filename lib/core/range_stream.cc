@@ -1,8 +1,23 @@
 #include "core/range_stream.h"
 
+#include <algorithm>
 #include <vector>
 
+#include "core/checksum.h"
+
 namespace packrec {
+
+Result<std::uint64_t> HashFileXxh64(const RandomAccessFile& file, std::uint64_t size) {
+  Xxh64Stream hash;
+  std::vector<std::byte> chunk(static_cast<std::size_t>(std::min(kStreamWindowBytes, size)));
+  for (std::uint64_t offset = 0; offset < size; offset += chunk.size()) {
+    const std::span<std::byte> part =
+        std::span<std::byte>(chunk).first(std::min<std::uint64_t>(chunk.size(), size - offset));
+    PACKREC_RETURN_IF_ERROR(file.ReadExact(offset, part));
+    hash.Update(part);
+  }
+  return hash.Digest();
+}
 
 Status StreamRanges(const RandomAccessFile& file, std::uint64_t begin, std::uint64_t end,
                     const RangeOf& range_of, const OnRange& on_range) {

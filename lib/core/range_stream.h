@@ -31,6 +31,9 @@ using OnRange = std::function<Status(std::uint64_t, std::span<const std::byte>)>
 Status StreamRanges(const RandomAccessFile& file, std::uint64_t begin, std::uint64_t end,
                     const RangeOf& range_of, const OnRange& on_range);
 
+// XXH64 (seed 0) of the first `size` bytes of `file`, read in windows of kStreamWindowBytes.
+Result<std::uint64_t> HashFileXxh64(const RandomAccessFile& file, std::uint64_t size);
+
 }  // namespace packrec
 
 #endif  // PACKREC_LIB_CORE_RANGE_STREAM_H_

@@ -507,5 +507,67 @@ TEST_CASE("an LMDB data.mdb cut at any page: named by every command, never SIGBU
                                           << ", " << resumed << " of them resumed");
 }
 
+// What --resume keeps is read back first: a sealed shard or an LMDB record damaged since the
+// interrupted run wrote it (a bad sector, a torn copy) is refused by name, with what to run
+// instead, never carried into a dataset that then reports success. An interrupted LMDB output is
+// named as such by info, not called corrupt.
+TEST_CASE("--resume refuses what was damaged since the interrupted run, saying what to run") {
+  test::TempDir dir;
+  test::SynthTree(dir / "tree", 2, 40, /*seed=*/3, /*size=*/200);
+  for (const std::string format : {"shard", "lmdb"}) {
+    CAPTURE(format);
+    const fs::path run_dir = dir / ("run-" + format);
+    const fs::path output = run_dir / "out";
+    const std::string convert = "convert -q --format " + format +
+                                " --shard-size 64KiB --checkpoint-every 64KiB --threads 2 " +
+                                test::Quote(dir / "tree") + " " + test::Quote(output);
+    fs::create_directories(run_dir);
+    const fs::path count_log = dir / ("count-" + format + ".log");
+    REQUIRE(RunWithFault(convert, run_dir, "", count_log).exit_code == 0);
+    long writes = 0;
+    for (const LoggedCall& call : ReadLog(count_log)) writes += call.kind == "write";
+    fs::remove_all(run_dir);
+    fs::create_directories(run_dir);
+    const test::CommandResult failed = RunWithFault(
+        convert, run_dir, "write:" + std::to_string(writes * 3 / 4) + ":ENOSPC", dir / "f.log");
+    REQUIRE_MESSAGE(failed.output.find("records are kept") != std::string::npos, failed.output);
+    if (format == "lmdb") {
+      const test::CommandResult info = test::RunCli("info " + test::Quote(output));
+      CHECK_MESSAGE(info.exit_code == 3, info.output);
+      CHECK_MESSAGE(info.output.find("interrupted conversion") != std::string::npos, info.output);
+    }
+    // Damage one byte that the resume point keeps: in the first sealed shard, or in record 1's
+    // payload in data.mdb (found by its bytes).
+    const fs::path damaged = format == "shard" ? output / "shard-000000.pkr" : output / "data.mdb";
+    REQUIRE(fs::exists(damaged));
+    std::vector<std::byte> bytes = test::ReadBytes(damaged);
+    std::uint64_t at = bytes.size() / 8;
+    if (format == "lmdb") {
+      std::vector<fs::path> files;
+      for (const auto& entry : fs::recursive_directory_iterator(dir / "tree")) {
+        if (entry.is_regular_file()) files.push_back(entry.path());
+      }
+      std::sort(files.begin(), files.end());
+      const std::vector<std::byte> record = test::ReadBytes(files[1]);
+      const auto found = std::search(bytes.begin(), bytes.end(), record.begin(), record.end());
+      REQUIRE(found != bytes.end());
+      at = static_cast<std::uint64_t>(found - bytes.begin()) + record.size() / 2;
+    }
+    bytes[at] ^= std::byte{0x10};
+    test::WriteBytes(damaged, bytes);
+    const test::CommandResult resumed = test::RunCli(convert + " --resume");
+    CHECK_MESSAGE(resumed.exit_code == 5, resumed.output);
+    CHECK_MESSAGE(resumed.output.find("cannot resume") != std::string::npos, resumed.output);
+    CHECK_MESSAGE(resumed.output.find("--overwrite") != std::string::npos, resumed.output);
+    CHECK_MESSAGE(resumed.output.find(damaged.filename().string()) != std::string::npos,
+                  resumed.output);
+    // Advice followed: a whole dataset.
+    const test::CommandResult again = test::RunCli(convert + " --overwrite");
+    REQUIRE_MESSAGE(again.exit_code == 0, again.output);
+    const test::CommandResult verified = test::RunCli("verify " + test::Quote(output));
+    CHECK_MESSAGE(verified.exit_code == 0, verified.output);
+  }
+}
+
 }  // namespace
 }  // namespace packrec
