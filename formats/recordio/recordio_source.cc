@@ -22,8 +22,10 @@ Result<std::unordered_map<std::uint64_t, std::string>> ReadKeys(const fs::path& 
   std::unordered_map<std::uint64_t, std::string> keys;
   fs::path list = rec;
   list.replace_extension(".lst");
-  PACKREC_ASSIGN_OR_RETURN(const bool present, IsRegularFile(list));
-  if (!present) return keys;
+  // Only a .lst that is not there means no keys: one that is a FIFO, a directory or unreadable
+  // is refused by ReadWholeFile (a FIFO was silently taken for no .lst).
+  std::error_code error;
+  if (fs::status(list, error).type() == fs::file_type::not_found) return keys;
   PACKREC_ASSIGN_OR_RETURN(const std::vector<std::byte> bytes, ReadWholeFile(list));
   const std::string_view text = AsText(bytes);
   for (const std::string_view text_line : SplitLines(text)) {

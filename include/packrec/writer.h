@@ -81,6 +81,10 @@ struct PrecomputedChecksum {
   std::uint64_t xxh64 = 0;
 };
 
+// The longest key every packrec format stores (2-byte key sizes in the shard and LMDB layouts).
+// A writer refuses a longer one; convert makes it that record's reject, which follows --on-error.
+inline constexpr std::size_t kMaxRecordKeyBytes = 65535;
+
 // One record as the writer takes it. `bytes` is only read during Add.
 struct RecordInput {
   std::string_view key;

@@ -315,13 +315,19 @@ void MappedFile::AdviseWillNeed() const {
 }
 
 Result<MappedFile> MappedFile::Open(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO in a file's place is refused below, not waited on for ever (the flag
+  // changes nothing for a regular file).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return ErrnoStatus("open", path, errno);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int error = errno;
     ::close(fd);
     return ErrnoStatus("stat", path, error);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::InvalidInput("read " + path.string() + ": not a regular file");
   }
   MappedFile file;
   file.size_ = static_cast<std::size_t>(st.st_size);

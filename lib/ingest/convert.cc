@@ -125,6 +125,16 @@ Status ValidateOptions(const ConvertOptions& options) {
         "--resize-short and --quality re-encode JPEGs; the pixels layout stores decoded images "
         "(--size sets their size)");
   }
+  if (options.writer.hdf5_layout == Hdf5Layout::kPixels &&
+      std::uint64_t{options.writer.pixel_height} * options.writer.pixel_width > kMaxImagePixels) {
+    // Refused here, naming the flag, rather than as every input's reject (or an HDF5 error).
+    return Status::InvalidArgument(
+        "--size " + std::to_string(options.writer.pixel_height) + " " +
+        std::to_string(options.writer.pixel_width) + ": " +
+        std::to_string(std::uint64_t{options.writer.pixel_height} * options.writer.pixel_width) +
+        " pixels per image, over the " + std::to_string(kMaxImagePixels) +
+        " an image may have (16384 x 16384)");
+  }
   if (options.part_count > 0 && options.part_index >= options.part_count) {
     return Status::InvalidArgument(
         "--part " + std::to_string(options.part_index) + "/" + std::to_string(options.part_count) +
@@ -158,6 +168,10 @@ Result<SourceListing> ListSource(const ConvertOptions& options) {
     return Status::NotFound("input " + options.source.string() + " does not exist");
   }
   if (fs::is_directory(status)) {
+    if (options.from == SourceFormat::kListFile) {
+      return Status::InvalidArgument("--from list reads a list file; " + options.source.string() +
+                                     " is a directory (--from folder, or name the list file)");
+    }
     if (!options.list_root.empty()) {
       return Status::InvalidArgument("--root applies to list files only; " +
                                      options.source.string() + " is a directory");
@@ -167,6 +181,10 @@ Result<SourceListing> ListSource(const ConvertOptions& options) {
   if (!fs::is_regular_file(status)) {
     return Status::InvalidInput("input " + options.source.string() +
                                 " is not a directory (an image folder) or a list file");
+  }
+  if (options.from == SourceFormat::kImageFolder) {
+    return Status::InvalidArgument("--from folder reads a directory; " + options.source.string() +
+                                   " is a file (--from list for a list file)");
   }
   const fs::path root =
       options.list_root.empty() ? options.source.parent_path() : options.list_root;
@@ -659,6 +677,15 @@ Result<ConvertStats> ConvertListing(const ConvertOptions& options, const Progres
 }
 
 Prepared PrepareSourceRecord(SourceRecord& record, const ConvertOptions& options) {
+  if (record.key.size() > kMaxRecordKeyBytes) {
+    // A reject of this record (it used to stop the whole import, even under --on-error skip).
+    Prepared prepared;
+    prepared.input_bytes = record.bytes.size();
+    prepared.status = Status::InvalidInput("its key is " + std::to_string(record.key.size()) +
+                                           " bytes, over the " +
+                                           std::to_string(kMaxRecordKeyBytes) + " a key may have");
+    return prepared;
+  }
   if (record.image.encoding != Encoding::kRawRgb) {
     return PrepareBytes(std::move(record.bytes), options);
   }

@@ -106,5 +106,103 @@ TEST_CASE("a file that changes while it is read is refused, not stored half old,
   CHECK(gone.status().message().find("No such file or directory") != std::string::npos);
 }
 
+// A FIFO where a dataset's file or a RecordIO .lst should be: named, never waited on, never taken
+// for a missing file.
+TEST_CASE("a FIFO in a shard's or a .lst's place is refused by name, without a hang") {
+  test::TempDir dir;
+  test::SynthTree(dir / "tree", 2, 6, /*seed=*/5, /*size=*/64);
+  REQUIRE(test::RunCli("convert -q --shard-size 16KiB " + test::Quote(dir / "tree") + " " +
+                       test::Quote(dir / "ds"))
+              .exit_code == 0);
+  fs::remove(dir / "ds" / "shard-000001.pkr");
+  REQUIRE(::mkfifo((dir / "ds" / "shard-000001.pkr").c_str(), 0644) == 0);
+  for (const std::string command : {"info", "verify"}) {
+    CAPTURE(command);
+    const test::CommandResult run =
+        test::RunCli("--help >/dev/null; timeout 20 " + std::string(PACKREC_CLI_PATH) + " " +
+                     command + " " + test::Quote(dir / "ds"));
+    CHECK_MESSAGE((run.exit_code == 3 || run.exit_code == 5), run.output);
+    CHECK_MESSAGE(run.output.find("shard-000001.pkr: not a regular file") != std::string::npos,
+                  run.output);
+  }
+  REQUIRE(test::RunCli("convert -q --format recordio " + test::Quote(dir / "tree") + " " +
+                       test::Quote(dir / "rio"))
+              .exit_code == 0);
+  fs::path lst;
+  for (const auto& entry : fs::directory_iterator(dir / "rio")) {
+    if (entry.path().extension() == ".lst") lst = entry.path();
+  }
+  REQUIRE_FALSE(lst.empty());
+  fs::remove(lst);
+  REQUIRE(::mkfifo(lst.c_str(), 0644) == 0);
+  const test::CommandResult imported =
+      test::RunCli("--help >/dev/null; timeout 20 " + std::string(PACKREC_CLI_PATH) +
+                   " convert -q " + test::Quote(dir / "rio") + " " + test::Quote(dir / "back"));
+  CHECK_MESSAGE(imported.exit_code == 3, imported.output);
+  CHECK_MESSAGE(
+      imported.output.find(lst.filename().string() + ": not a regular file") != std::string::npos,
+      imported.output);
+}
+
+// Flags whose values cannot work are refused naming the flag (exit 2), before anything is read
+// or written: a part spec with a second slash, a list import of a directory, a folder import of
+// a file, a pixels layout larger than an image may be.
+TEST_CASE("convert refuses --part 0/2/3, --from list DIR, --from folder FILE and a huge --size") {
+  test::TempDir dir;
+  test::SynthTree(dir / "tree", 2, 3, /*seed=*/5, /*size=*/64);
+  test::WriteText(dir / "list.txt", "n01440764/n01440764_0.JPEG 0\n");
+  const std::string tree = test::Quote(dir / "tree");
+  const std::string out = test::Quote(dir / "out");
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"convert -q " + tree + " " + out + " --part 0/2/3", "--part"},
+      {"convert -q " + tree + " " + out + " --from list", "is a directory"},
+      {"convert -q " + test::Quote(dir / "list.txt") + " " + out + " --from folder", "is a file"},
+      {"convert -q " + tree + " " + test::Quote(dir / "out.h5") +
+           " --format hdf5 --hdf5-layout pixels --size 20000 20000",
+       "--size 20000 20000"},
+  };
+  for (const auto& [args, why] : refused) {
+    CAPTURE(args);
+    const test::CommandResult run = test::RunCli(args);
+    CHECK_MESSAGE(run.exit_code == 2, run.output);
+    CHECK_MESSAGE(run.output.find(why) != std::string::npos, run.output);
+    CHECK_FALSE(fs::exists(dir / "out"));
+    CHECK_FALSE(fs::exists(dir / "out.h5"));
+  }
+}
+
+// A key longer than any format stores (65,535 bytes) is one reject under --on-error skip; it used
+// to stop the whole import with exit 2. The tar is written by Python's tarfile (pax names).
+TEST_CASE("an import record whose key is over 65535 bytes is one reject, not the import's end") {
+  test::TempDir dir;
+  test::SynthTree(dir / "tree", 1, 2, /*seed=*/5, /*size=*/64);
+  const fs::path image = *fs::directory_iterator(*fs::directory_iterator(dir / "tree"));
+  const std::string script =
+      "import sys, tarfile, io\n"
+      "data = open(sys.argv[1], 'rb').read()\n"
+      "with tarfile.open(sys.argv[2], 'w', format=tarfile.PAX_FORMAT) as tar:\n"
+      "    for name, body in (('a.jpg', data), ('a.cls', b'1'), ('k' * 70000 + '.jpg', data),\n"
+      "                       ('k' * 70000 + '.cls', b'2'), ('b.jpg', data), ('b.cls', b'3')):\n"
+      "        info = tarfile.TarInfo(name); info.size = len(body)\n"
+      "        tar.addfile(info, io.BytesIO(body))\n";
+  test::WriteText(dir / "make_tar.py", script);
+  REQUIRE(std::system(("/usr/bin/python3 " + test::Quote(dir / "make_tar.py") + " " +
+                       test::Quote(image) + " " + test::Quote(dir / "long.tar"))
+                          .c_str()) == 0);
+  const test::CommandResult skipped =
+      test::RunCli("convert -q --on-error skip --from wds " + test::Quote(dir / "long.tar") + " " +
+                   test::Quote(dir / "out"));
+  REQUIRE_MESSAGE(skipped.exit_code == 0, skipped.output);
+  auto reader = OpenDataset(dir / "out");
+  REQUIRE(reader.ok());
+  CHECK((*reader)->size() == 2);
+  const std::string rejects = ReadText(dir / "out" / "rejects.tsv");
+  CHECK_MESSAGE(rejects.find("over the 65535 a key may have") != std::string::npos, rejects);
+  const test::CommandResult failed = test::RunCli(
+      "convert -q --from wds " + test::Quote(dir / "long.tar") + " " + test::Quote(dir / "out2"));
+  CHECK_MESSAGE(failed.exit_code == 3, failed.output);
+  CHECK_FALSE(fs::exists(dir / "out2"));
+}
+
 }  // namespace
 }  // namespace packrec

@@ -220,7 +220,9 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
           [](std::string& value) -> std::string {
             const std::size_t slash = value.find('/');
             try {
-              if (slash != std::string::npos && slash > 0 &&
+              // One slash, digits on both sides: "0/2/3" is no part (it read as 0/2).
+              if (slash != std::string::npos && slash > 0 && slash + 1 < value.size() &&
+                  value.find('/', slash + 1) == std::string::npos &&
                   value.find_first_not_of("0123456789/") == std::string::npos) {
                 const unsigned long index = std::stoul(value.substr(0, slash));
                 const unsigned long count = std::stoul(value.substr(slash + 1));
