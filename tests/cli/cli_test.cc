@@ -1,6 +1,7 @@
 // The packrec binary as users run it: output, exit codes (docs/cli.md) and error messages.
 #include <doctest/doctest.h>
 
+#include "../formats/shard_test_util.h"
 #include "test_util.h"
 
 namespace packrec {
@@ -93,6 +94,24 @@ TEST_CASE("cli: the same commands work on an HDF5 file, with rejects beside it")
                          " --format hdf5 --overwrite");
   CHECK(not_ours.exit_code == 4);
   CHECK(Contains(not_ours.output, "not an HDF5 file"));
+}
+
+// A key of raw bytes or with a newline (a dataset written through the API, or an older packrec)
+// is printed escaped: it cannot forge a line or garble the terminal, and --json does not fail on
+// bytes that are not UTF-8.
+TEST_CASE("cli: verify prints a damaged record's binary key escaped, and --json still works") {
+  test::TempDir dir;
+  std::vector<test::TestRecord> records = test::MakeRecords(3);
+  records[0].key = std::string("bad\nkey\xff\x01.jpg");
+  test::WriteDataset(dir / "ds", records);
+  test::FlipByte(dir / "ds" / "shard-000000.pkr", 64 + 300);  // inside record 0's payload
+  auto verify = RunCli("verify " + Quote(dir / "ds"));
+  CHECK(verify.exit_code == 5);
+  CHECK_MESSAGE(Contains(verify.output, "(key 'bad\\x0akey\\xff\\x01.jpg')"), verify.output);
+  CHECK_FALSE(Contains(verify.output, "bad\nkey"));
+  auto json = RunCli("verify --json " + Quote(dir / "ds"));
+  CHECK_MESSAGE(json.exit_code == 5, json.output);
+  CHECK(Contains(json.output, "\"record_index\": 0"));
 }
 
 TEST_CASE("cli: verify exits 5 and names shard, record and key of a damaged record") {

@@ -31,8 +31,49 @@ int ExitCodeFor(const Status& status) {
   return kExitInternal;
 }
 
+std::string PrintableText(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  const auto escape = [&](unsigned char byte) {
+    char escaped[8];
+    std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+    out += escaped;
+  };
+  for (std::size_t i = 0; i < text.size();) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte < 0x20 || byte == 0x7f) {
+      escape(byte);
+      ++i;
+      continue;
+    }
+    if (byte < 0x80) {
+      out += static_cast<char>(byte);
+      ++i;
+      continue;
+    }
+    // A UTF-8 sequence: its length from the lead byte, then continuation bytes only (overlong
+    // forms and surrogates are let through: they print, and no terminal reads them as controls).
+    const std::size_t length = byte >= 0xf0 && byte < 0xf5   ? 4
+                               : byte >= 0xe0 && byte < 0xf0 ? 3
+                               : byte >= 0xc2 && byte < 0xe0 ? 2
+                                                             : 0;
+    bool valid = length > 0 && i + length <= text.size();
+    for (std::size_t k = 1; valid && k < length; ++k) {
+      valid = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
+    }
+    if (!valid) {
+      escape(byte);
+      ++i;
+      continue;
+    }
+    out.append(text.substr(i, length));
+    i += length;
+  }
+  return out;
+}
+
 int Fail(const std::string& command, const Status& status) {
-  std::cerr << "packrec " << command << ": error: " << status.ToString() << "\n";
+  std::cerr << "packrec " << command << ": error: " << PrintableText(status.ToString()) << "\n";
   return ExitCodeFor(status);
 }
 

@@ -23,6 +23,10 @@ enum ExitCode : int {
   kExitNotSupported = 7,  // written by a newer packrec
 };
 
+// `text` safe for a terminal line: control characters and bytes that are not UTF-8 as \xNN, so
+// a key holding a newline or raw binary cannot forge a line or garble the terminal.
+std::string PrintableText(std::string_view text);
+
 int ExitCodeFor(const Status& status);
 // Prints "packrec <command>: error: <status>" to stderr and returns its exit code.
 int Fail(const std::string& command, const Status& status);

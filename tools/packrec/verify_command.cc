@@ -12,7 +12,7 @@ class CollectingReporter final : public VerifyReporter {
  public:
   explicit CollectingReporter(bool print) : print_(print) {}
   void Report(const VerifyProblem& problem) override {
-    if (print_) std::cout << "PROBLEM " << problem.status.ToString() << "\n";
+    if (print_) std::cout << "PROBLEM " << PrintableText(problem.status.ToString()) << "\n";
     problems.push_back(problem);
   }
   std::vector<VerifyProblem> problems;
@@ -64,7 +64,8 @@ void AddVerifyCommand(CLI::App& app, int& exit_code) {
         problems.push_back(std::move(item));
       }
       out["problems"] = std::move(problems);
-      std::cout << out.dump(2) << "\n";
+      // A key of raw bytes is not UTF-8: replaced (U+FFFD) rather than nlohmann's exception.
+      std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       return;
     }
     std::cout << (stats.problems == 0 ? "OK" : "FAILED") << ": checked " << stats.records_checked
