@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -110,9 +111,10 @@ bool AppearsWhileRunning(const fs::path& path, pid_t pid) {
   return false;
 }
 
-TEST_CASE("a second run on an output another run is writing is refused, naming that run") {
-  test::TempDir dir;
-  test::SynthTree(dir / "tree", kClasses, kPerClass, /*seed=*/3, /*size=*/200);
+// Calls `run` for every format and kind of second run, in a fresh, empty `dir`/run.
+void ForEachCase(const test::TempDir& dir,
+                 const std::function<void(const std::string& format, const Second& second,
+                                          const fs::path& run_dir)>& run) {
   for (const std::string format : {"shard", "lmdb", "hdf5"}) {
     for (const Second& second : Seconds()) {
       CAPTURE(format);
@@ -120,43 +122,51 @@ TEST_CASE("a second run on an output another run is writing is refused, naming t
       const fs::path run_dir = dir / "run";
       fs::remove_all(run_dir);
       fs::create_directories(run_dir);
-      const Case c = MakeCase(dir / "tree", run_dir, format, second.part);
-      // The first run is stopped while it holds the output (its lock file is there), so the
-      // second surely meets it; a first run that finishes before that is tried again.
-      pid_t first = -1;
-      for (int attempt = 0; attempt < 5 && first < 0; ++attempt) {
-        fs::remove_all(run_dir);
-        fs::create_directories(run_dir);
-        const pid_t pid = test::SpawnCli(c.args, run_dir / "first.log");
-        if (AppearsWhileRunning(OutputLock::LockFilePath(c.written), pid) &&
-            ::kill(pid, SIGSTOP) == 0) {
-          int status = 0;
-          // Stopped, not exited meanwhile (WUNTRACED reports the stop).
-          if (::waitpid(pid, &status, WUNTRACED) == pid && WIFSTOPPED(status)) {
-            first = pid;
-            break;
-          }
-          continue;  // it had exited: reaped by that waitpid
-        }
-        test::WaitForCli(pid);
-      }
-      REQUIRE_MESSAGE(first > 0, "the first run never held its output long enough to meet");
-      const fs::path second_log = run_dir / "second.log";
-      const int second_code =
-          test::WaitForCli(test::SpawnCli(With(c.args, second.extra), second_log));
-      ::kill(first, SIGCONT);
-      const int first_code = test::WaitForCli(first);
-      const std::string said = Text(second_log);
-      CHECK_MESSAGE(second_code == 4, said);
-      CHECK_MESSAGE(said.find("being written by another packrec run (pid " + std::to_string(first) +
-                              ")") != std::string::npos,
-                    said);
-      REQUIRE_MESSAGE(first_code == 0, Text(run_dir / "first.log"));
-      CheckWhole(c.written, ExpectedRecords(second.part));
-      // The lock file goes with the run.
-      CHECK_FALSE(fs::exists(OutputLock::LockFilePath(c.written)));
+      run(format, second, run_dir);
     }
   }
+}
+
+TEST_CASE("a second run on an output another run is writing is refused, naming that run") {
+  test::TempDir dir;
+  test::SynthTree(dir / "tree", kClasses, kPerClass, /*seed=*/3, /*size=*/200);
+  ForEachCase(dir, [&](const std::string& format, const Second& second, const fs::path& run_dir) {
+    const Case c = MakeCase(dir / "tree", run_dir, format, second.part);
+    // The first run is stopped while it holds the output (its lock file is there), so the
+    // second surely meets it; a first run that finishes before that is tried again.
+    pid_t first = -1;
+    for (int attempt = 0; attempt < 5 && first < 0; ++attempt) {
+      fs::remove_all(run_dir);
+      fs::create_directories(run_dir);
+      const pid_t pid = test::SpawnCli(c.args, run_dir / "first.log");
+      if (AppearsWhileRunning(OutputLock::LockFilePath(c.written), pid) &&
+          ::kill(pid, SIGSTOP) == 0) {
+        int status = 0;
+        // Stopped, not exited meanwhile (WUNTRACED reports the stop).
+        if (::waitpid(pid, &status, WUNTRACED) == pid && WIFSTOPPED(status)) {
+          first = pid;
+          break;
+        }
+        continue;  // it had exited: reaped by that waitpid
+      }
+      test::WaitForCli(pid);
+    }
+    REQUIRE_MESSAGE(first > 0, "the first run never held its output long enough to meet");
+    const fs::path second_log = run_dir / "second.log";
+    const int second_code =
+        test::WaitForCli(test::SpawnCli(With(c.args, second.extra), second_log));
+    ::kill(first, SIGCONT);
+    const int first_code = test::WaitForCli(first);
+    const std::string said = Text(second_log);
+    CHECK_MESSAGE(second_code == 4, said);
+    CHECK_MESSAGE(said.find("being written by another packrec run (pid " + std::to_string(first) +
+                            ")") != std::string::npos,
+                  said);
+    REQUIRE_MESSAGE(first_code == 0, Text(run_dir / "first.log"));
+    CheckWhole(c.written, ExpectedRecords(second.part));
+    // The lock file goes with the run.
+    CHECK_FALSE(fs::exists(OutputLock::LockFilePath(c.written)));
+  });
 }
 
 int RacePairs() {
@@ -173,44 +183,37 @@ TEST_CASE("two runs racing on one output: no run reports success for a broken da
   random.seed(seed);
   int pairs = 0;
   int refused = 0;
-  for (const std::string format : {"shard", "lmdb", "hdf5"}) {
-    for (const Second& second : Seconds()) {
-      CAPTURE(format);
-      CAPTURE(second.name);
-      const fs::path run_dir = dir / "run";
-      // How long one run takes, for delays that mostly land inside it.
+  ForEachCase(dir, [&](const std::string& format, const Second& second, const fs::path& run_dir) {
+    // How long one run takes, for delays that mostly land inside it.
+    const Case timed = MakeCase(dir / "tree", run_dir, format, second.part);
+    const Clock::time_point began = Clock::now();
+    REQUIRE(test::WaitForCli(test::SpawnCli(timed.args)) == 0);
+    const auto full = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - began);
+    std::uniform_int_distribution<std::int64_t> when(0, full.count() * 7 / 10);
+    for (int pair = 0; pair < RacePairs(); ++pair) {
+      CAPTURE(pair);
       fs::remove_all(run_dir);
       fs::create_directories(run_dir);
-      const Case timed = MakeCase(dir / "tree", run_dir, format, second.part);
-      const Clock::time_point began = Clock::now();
-      REQUIRE(test::WaitForCli(test::SpawnCli(timed.args)) == 0);
-      const auto full = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - began);
-      std::uniform_int_distribution<std::int64_t> when(0, full.count() * 7 / 10);
-      for (int pair = 0; pair < RacePairs(); ++pair) {
-        CAPTURE(pair);
-        fs::remove_all(run_dir);
-        fs::create_directories(run_dir);
-        const Case c = MakeCase(dir / "tree", run_dir, format, second.part);
-        const pid_t first = test::SpawnCli(c.args, run_dir / "first.log");
-        std::this_thread::sleep_for(std::chrono::microseconds(when(random)));
-        const pid_t other = test::SpawnCli(With(c.args, second.extra), run_dir / "second.log");
-        const int codes[2] = {test::WaitForCli(first), test::WaitForCli(other)};
-        const std::string said[2] = {Text(run_dir / "first.log"), Text(run_dir / "second.log")};
-        ++pairs;
-        int successes = 0;
-        for (int run = 0; run < 2; ++run) {
-          // Refused (another run holds it, or it already holds a dataset), or done; never a
-          // crash, a corruption or a half-done success.
-          CHECK_MESSAGE((codes[run] == 0 || codes[run] == 4), said[run]);
-          successes += codes[run] == 0 ? 1 : 0;
-          refused += codes[run] == 4 ? 1 : 0;
-        }
-        CHECK(successes >= 1);
-        if (successes > 0) CheckWhole(c.written, ExpectedRecords(second.part));
-        CHECK_FALSE(fs::exists(OutputLock::LockFilePath(c.written)));
+      const Case c = MakeCase(dir / "tree", run_dir, format, second.part);
+      const pid_t first = test::SpawnCli(c.args, run_dir / "first.log");
+      std::this_thread::sleep_for(std::chrono::microseconds(when(random)));
+      const pid_t other = test::SpawnCli(With(c.args, second.extra), run_dir / "second.log");
+      const int codes[2] = {test::WaitForCli(first), test::WaitForCli(other)};
+      const std::string said[2] = {Text(run_dir / "first.log"), Text(run_dir / "second.log")};
+      ++pairs;
+      int successes = 0;
+      for (int run = 0; run < 2; ++run) {
+        // Refused (another run holds it, or it already holds a dataset), or done; never a
+        // crash, a corruption or a half-done success.
+        CHECK_MESSAGE((codes[run] == 0 || codes[run] == 4), said[run]);
+        successes += codes[run] == 0 ? 1 : 0;
+        refused += codes[run] == 4 ? 1 : 0;
       }
+      CHECK(successes >= 1);
+      if (successes > 0) CheckWhole(c.written, ExpectedRecords(second.part));
+      CHECK_FALSE(fs::exists(OutputLock::LockFilePath(c.written)));
     }
-  }
+  });
   MESSAGE("pairs: " << pairs << ", runs refused: " << refused << ", broken successes: 0");
 }
 
