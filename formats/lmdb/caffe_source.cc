@@ -129,7 +129,7 @@ class CaffeLmdbSource final : public RecordSource {
     const std::int64_t channels = datum_.channels(), height = datum_.height(),
                        width = datum_.width();
     if ((channels != 1 && channels != 3) || height <= 0 || width <= 0 ||
-        static_cast<std::uint64_t>(height) * static_cast<std::uint64_t>(width) > kMaxImagePixels ||
+        static_cast<std::uint64_t>(height) * static_cast<std::uint64_t>(width) > MaxImagePixels() ||
         static_cast<std::uint64_t>(channels * height * width) != data.size()) {
       return Status::InvalidInput("raw Datum of " + std::to_string(channels) + "x" +
                                   std::to_string(height) + "x" + std::to_string(width) +

@@ -27,7 +27,8 @@ struct Rect {
 
 // Guards against hostile files; on by default.
 struct DecodeLimits {
-  std::uint64_t max_pixels = kMaxImagePixels;  // width x height from the header
+  // width x height from the header; 0: MaxImagePixels(), the process-wide limit (image.h)
+  std::uint64_t max_pixels = 0;
   int max_scans = 64;  // progressive JPEG scans (crafted files use thousands to burn CPU)
   // A libjpeg warning (truncated data, corrupt entropy segment) is an error: never a gray or
   // half-decoded image.

@@ -83,7 +83,13 @@ Status DecodeJpegRegion(std::span<const std::byte> bytes, const JpegRegionReques
                         std::vector<std::uint8_t>& rows);
 
 // Decodes to gray or RGB (alpha dropped, 16-bit reduced to 8).
-Result<Pixels> DecodePng(std::span<const std::byte> bytes);
+// `max_pixels` 0: MaxImagePixels(). Checked from the header, before anything is allocated.
+Result<Pixels> DecodePng(std::span<const std::byte> bytes, std::uint64_t max_pixels = 0);
+
+// `limits`' pixel limit: its own, or the process-wide one (MaxImagePixels).
+inline std::uint64_t MaxPixels(const DecodeLimits& limits) {
+  return limits.max_pixels != 0 ? limits.max_pixels : MaxImagePixels();
+}
 
 // Encodes gray or RGB pixels as a PNG (lossless), with libpng's default compression.
 Result<std::vector<std::byte>> EncodePng(const Pixels& pixels);

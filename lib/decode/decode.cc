@@ -20,8 +20,8 @@ bool IsJpeg(std::span<const std::byte> bytes) {
 Status DecodePngRegion(std::span<const std::byte> bytes, const DecodeRequest& request,
                        std::vector<std::uint8_t>& rgb, std::uint32_t* width,
                        std::uint32_t* height) {
-  PACKREC_ASSIGN_OR_RETURN(const Pixels pixels, DecodePng(bytes));
-  if (std::uint64_t{pixels.width} * pixels.height > request.limits.max_pixels) {
+  PACKREC_ASSIGN_OR_RETURN(const Pixels pixels, DecodePng(bytes, MaxPixels(request.limits)));
+  if (std::uint64_t{pixels.width} * pixels.height > MaxPixels(request.limits)) {
     return Status::InvalidInput("PNG of " + std::to_string(pixels.width) + "x" +
                                 std::to_string(pixels.height) + " exceeds the pixel limit");
   }
@@ -68,7 +68,7 @@ void FlipHorizontal(std::span<std::uint8_t> image, std::uint32_t width, std::uin
 Status DecodeInto(std::span<const std::byte> encoded, const DecodeRequest& request,
                   std::span<std::uint8_t> out, DecodeScratch& scratch) {
   if (request.out_width == 0 || request.out_height == 0 ||
-      std::uint64_t{request.out_width} * request.out_height > kMaxImagePixels) {
+      std::uint64_t{request.out_width} * request.out_height > MaxImagePixels()) {
     return Status::InvalidArgument("output size " + std::to_string(request.out_width) + "x" +
                                    std::to_string(request.out_height) + " is empty or too large");
   }

@@ -3,7 +3,10 @@
 #include <stb_image_resize.h>
 
 #include <algorithm>
+#include <atomic>
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -187,17 +190,52 @@ std::string_view SubsamplingName(Subsampling subsampling) {
   return "none";
 }
 
+namespace {
+
+std::uint64_t LimitFromEnvironment() {
+  const char* text = std::getenv("PACKREC_MAX_IMAGE_PIXELS");
+  if (text == nullptr) return kDefaultMaxImagePixels;
+  std::uint64_t pixels = 0;
+  const char* end = text + std::strlen(text);
+  const auto [stop, error] = std::from_chars(text, end, pixels);
+  const bool valid = *text != '\0' && error == std::errc() && stop == end && pixels >= 1 &&
+                     pixels <= kMaxImagePixels;
+  return valid ? pixels : kDefaultMaxImagePixels;
+}
+
+std::atomic<std::uint64_t>& PixelLimit() {
+  static std::atomic<std::uint64_t> limit{LimitFromEnvironment()};
+  return limit;
+}
+
+}  // namespace
+
+std::uint64_t MaxImagePixels() { return PixelLimit().load(std::memory_order_relaxed); }
+
+Status SetMaxImagePixels(std::uint64_t pixels) {
+  if (pixels < 1 || pixels > kMaxImagePixels) {
+    return Status::InvalidArgument("the pixel limit must be 1 to " +
+                                   std::to_string(kMaxImagePixels) + " (16384 x 16384), got " +
+                                   std::to_string(pixels));
+  }
+  PixelLimit().store(pixels, std::memory_order_relaxed);
+  return Status::OK();
+}
+
 Result<ImageInfo> ProbeImage(std::span<const std::byte> bytes) {
   const bool png = StartsWith(bytes, kPngSignature, sizeof kPngSignature);
   const bool jpeg =
       bytes.size() >= 4 && At(bytes, 0) == 0xFF && At(bytes, 1) == 0xD8 && At(bytes, 2) == 0xFF;
   if (!png && !jpeg) return Status::InvalidInput(DescribeUnsupported(bytes));
   Result<ImageInfo> info = png ? ProbePng(bytes) : ProbeJpeg(bytes);
-  if (info.ok() && std::uint64_t{info->width} * info->height > kMaxImagePixels) {
+  const std::uint64_t limit = MaxImagePixels();
+  if (info.ok() && std::uint64_t{info->width} * info->height > limit) {
     return Status::InvalidInput("declares " + std::to_string(info->width) + "x" +
                                 std::to_string(info->height) + " pixels, over the limit of " +
-                                std::to_string(kMaxImagePixels) +
-                                " (a decompression bomb, or an image too large to train on)");
+                                std::to_string(limit) +
+                                " (a decompression bomb, or an image too large to train on; "
+                                "the limit is PACKREC_MAX_IMAGE_PIXELS, up to " +
+                                std::to_string(kMaxImagePixels) + ")");
   }
   return info;
 }
@@ -240,7 +278,7 @@ Result<std::vector<std::byte>> TranscodeToJpeg(std::span<const std::byte> bytes,
 
 Result<std::vector<std::byte>> DecodeResizedRgb(std::span<const std::byte> bytes,
                                                 std::uint32_t width, std::uint32_t height) {
-  if (width == 0 || height == 0 || std::uint64_t{width} * height > kMaxImagePixels) {
+  if (width == 0 || height == 0 || std::uint64_t{width} * height > MaxImagePixels()) {
     return Status::InvalidArgument("output size " + std::to_string(width) + "x" +
                                    std::to_string(height) + " is empty or too large");
   }

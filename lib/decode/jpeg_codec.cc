@@ -139,7 +139,7 @@ Status CheckJpegScanCount(std::span<const std::byte> bytes, int max_scans) {
 
 Result<Pixels> DecodeJpeg(std::span<const std::byte> bytes, std::uint32_t min_short_side) {
   PACKREC_ASSIGN_OR_RETURN(const JpegHeader header, ReadJpegHeader(bytes));
-  if (static_cast<std::uint64_t>(header.width) * header.height > kMaxImagePixels) {
+  if (static_cast<std::uint64_t>(header.width) * header.height > MaxImagePixels()) {
     return Status::InvalidInput("JPEG of " + std::to_string(header.width) + "x" +
                                 std::to_string(header.height) + " exceeds the pixel limit");
   }

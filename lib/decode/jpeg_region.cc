@@ -134,7 +134,7 @@ Status DecodeJpegRegion(std::span<const std::byte> bytes, const JpegRegionReques
   jpeg_read_header(&cinfo, TRUE);
   const std::uint32_t width = cinfo.image_width;
   const std::uint32_t height = cinfo.image_height;
-  if (std::uint64_t{width} * height > request.limits.max_pixels || width == 0 || height == 0) {
+  if (std::uint64_t{width} * height > MaxPixels(request.limits) || width == 0 || height == 0) {
     jpeg_abort_decompress(&cinfo);
     return Status::InvalidInput("JPEG of " + std::to_string(width) + "x" + std::to_string(height) +
                                 " exceeds the pixel limit");

@@ -7,13 +7,14 @@
 
 namespace packrec {
 
-Result<Pixels> DecodePng(std::span<const std::byte> bytes) {
+Result<Pixels> DecodePng(std::span<const std::byte> bytes, std::uint64_t max_pixels) {
   png_image image{};
   image.version = PNG_IMAGE_VERSION;
   if (png_image_begin_read_from_memory(&image, bytes.data(), bytes.size()) == 0) {
     return Status::InvalidInput(std::string("PNG does not decode: ") + image.message);
   }
-  if (static_cast<std::uint64_t>(image.width) * image.height > kMaxImagePixels) {
+  if (static_cast<std::uint64_t>(image.width) * image.height >
+      (max_pixels != 0 ? max_pixels : MaxImagePixels())) {
     png_image_free(&image);
     return Status::InvalidInput("PNG of " + std::to_string(image.width) + "x" +
                                 std::to_string(image.height) + " exceeds the pixel limit");

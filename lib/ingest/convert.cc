@@ -126,14 +126,14 @@ Status ValidateOptions(const ConvertOptions& options) {
         "(--size sets their size)");
   }
   if (options.writer.hdf5_layout == Hdf5Layout::kPixels &&
-      std::uint64_t{options.writer.pixel_height} * options.writer.pixel_width > kMaxImagePixels) {
+      std::uint64_t{options.writer.pixel_height} * options.writer.pixel_width > MaxImagePixels()) {
     // Refused here, naming the flag, rather than as every input's reject (or an HDF5 error).
     return Status::InvalidArgument(
         "--size " + std::to_string(options.writer.pixel_height) + " " +
         std::to_string(options.writer.pixel_width) + ": " +
         std::to_string(std::uint64_t{options.writer.pixel_height} * options.writer.pixel_width) +
-        " pixels per image, over the " + std::to_string(kMaxImagePixels) +
-        " an image may have (16384 x 16384)");
+        " pixels per image, over the " + std::to_string(MaxImagePixels()) +
+        " an image may have (PACKREC_MAX_IMAGE_PIXELS)");
   }
   if (options.part_count > 0 && options.part_index >= options.part_count) {
     return Status::InvalidArgument(

@@ -17,10 +17,12 @@ import sys
 
 from . import errors
 from ._packrec import Batch, Dataset, GpuBatch, __version__, decode, gpu_available, image_info, synth
+from ._packrec import max_image_pixels, set_max_image_pixels
 from ._packrec import _convert, _Loader, _merge
 from .errors import Error
 
 __all__ = ["open", "convert", "merge", "synth", "decode", "image_info", "Loader", "Dataset", "Batch", "Error",
+           "max_image_pixels", "set_max_image_pixels",
            "errors", "gpu_available", "__version__"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)

@@ -89,6 +89,13 @@ PYBIND11_MODULE(_packrec, module) {
       py::arg("out"), py::arg("classes") = 10, py::arg("per_class") = 100, py::arg("seed") = 0,
       py::arg("width") = 400, py::arg("height") = 350,
       "Writes a synthetic ImageNet-like tree OUT/<class>/<file> of real JPEGs (packrec synth)");
+  module.def(
+      "set_max_image_pixels",
+      [](std::uint64_t pixels) { CheckOk(packrec::SetMaxImagePixels(pixels)); }, py::arg("pixels"),
+      "Refuse images of more than `pixels` (width x height) from their header, in every probe "
+      "and decoder of this process, as PIL's Image.MAX_IMAGE_PIXELS (1 to 268435456)");
+  module.def("max_image_pixels", &packrec::MaxImagePixels,
+             "The pixel limit in force (PACKREC_MAX_IMAGE_PIXELS, else 178956970 as PIL)");
   BindDataset(module);
   BindConvert(module);
   BindDecode(module);

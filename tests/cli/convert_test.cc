@@ -1,12 +1,16 @@
 #include <doctest/doctest.h>
+#include <zlib.h>
 
 #include <atomic>
+#include <chrono>
 #include <fstream>
 #include <thread>
 
 #include "formats/shard_test_util.h"
 #include "packrec/convert.h"
 #include "packrec/dataset_ops.h"
+#include "packrec/decode.h"
+#include "packrec/image.h"
 #include "packrec/synth.h"
 
 namespace packrec {
@@ -338,6 +342,51 @@ TEST_CASE("extract refuses escaping keys, control characters and collisions; rep
       test::RunCli("extract " + test::Quote(dir / "cased") + " " + test::Quote(dir / "cased-cli"));
   CHECK(cli.exit_code == 0);
   CHECK_MESSAGE(cli.output.find("differ only in case") != std::string::npos, cli.output);
+}
+
+// A PNG declaring 16384 x 16384 (783 KB when real) passed the old limit (2^28, the ceiling) and
+// took 8-19 s and 0.8-1.6 GB to decode. The default limit is PIL's bomb threshold; it is refused
+// from its header by the probe, every decoder and the loader's path, and the limit is settable.
+TEST_CASE("an image over the pixel limit is refused from its header; the limit is settable") {
+  std::vector<std::byte> png = test::MakePng(16, 16, 3);
+  // IHDR's width and height (bytes 16-23), then its CRC over type and data (bytes 12-28).
+  const auto store_be = [&](std::size_t at, std::uint32_t value) {
+    for (int k = 0; k < 4; ++k) png[at + k] = static_cast<std::byte>(value >> (24 - 8 * k));
+  };
+  store_be(16, 16384);
+  store_be(20, 16384);
+  store_be(29, static_cast<std::uint32_t>(
+                   crc32(0, reinterpret_cast<const Bytef*>(png.data() + 12), 17)));
+  REQUIRE(MaxImagePixels() == kDefaultMaxImagePixels);
+  const auto start = std::chrono::steady_clock::now();
+  const Result<ImageInfo> probed = ProbeImage(png);
+  REQUIRE_FALSE(probed.ok());
+  CHECK(probed.status().message().find("16384x16384") != std::string::npos);
+  CHECK(probed.status().message().find("over the limit of 178956970") != std::string::npos);
+  CHECK_FALSE(CheckDecodes(png).ok());
+  DecodeRequest request;
+  request.out_width = request.out_height = 32;
+  std::vector<std::uint8_t> out(32 * 32 * 3);
+  DecodeScratch scratch;
+  CHECK_FALSE(DecodeInto(png, request, out, scratch).ok());
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+  // Raised to the ceiling, the header passes (the bytes then fail to decode: there are none).
+  REQUIRE(SetMaxImagePixels(kMaxImagePixels).ok());
+  CHECK(ProbeImage(png).ok());
+  CHECK(SetMaxImagePixels(0).code() == StatusCode::kInvalidArgument);
+  CHECK(SetMaxImagePixels(kMaxImagePixels + 1).code() == StatusCode::kInvalidArgument);
+  REQUIRE(SetMaxImagePixels(kDefaultMaxImagePixels).ok());
+  // The CLI's --max-pixels: every 64 x 56 image of a tree is over 1000 pixels.
+  test::TempDir dir;
+  SynthTree(dir / "tree", 1, 2, 1, 64);
+  const test::CommandResult small = test::RunCli(
+      "convert -q --max-pixels 1000 " + test::Quote(dir / "tree") + " " + test::Quote(dir / "out"));
+  CHECK(small.exit_code == 3);
+  CHECK_MESSAGE(small.output.find("over the limit of 1000") != std::string::npos, small.output);
+  CHECK_FALSE(fs::exists(dir / "out"));
+  CHECK(test::RunCli("convert -q --max-pixels 0 " + test::Quote(dir / "tree") + " " +
+                     test::Quote(dir / "out"))
+            .exit_code == 2);
 }
 
 TEST_CASE("a decompression bomb in the input tree is rejected at convert time, named") {

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <iostream>
 
+#include "packrec/image.h"
+
 namespace packrec::cli {
 
 int ExitCodeFor(const Status& status) {
@@ -70,6 +72,20 @@ std::string PrintableText(std::string_view text) {
     i += length;
   }
   return out;
+}
+
+void AddMaxPixelsOption(CLI::App* command) {
+  command
+      ->add_option_function<std::uint64_t>(
+          "--max-pixels",
+          [](const std::uint64_t& pixels) {
+            // The range is checked by the validator below; a refusal here cannot happen.
+            (void)SetMaxImagePixels(pixels);
+          },
+          "Refuse images of more than N pixels (width x height) from their header, before "
+          "decoding: decompression bombs and images too large to train on (default: "
+          "PACKREC_MAX_IMAGE_PIXELS, else 178956970 as PIL; at most 268435456)")
+      ->check(CLI::Range(std::uint64_t{1}, kMaxImagePixels));
 }
 
 int Fail(const std::string& command, const Status& status) {

@@ -30,6 +30,10 @@ std::string PrintableText(std::string_view text);
 int ExitCodeFor(const Status& status);
 // Prints "packrec <command>: error: <status>" to stderr and returns its exit code.
 int Fail(const std::string& command, const Status& status);
+
+// Adds --max-pixels N to `command`: the pixel limit of every probe and decode in this run
+// (SetMaxImagePixels; default PACKREC_MAX_IMAGE_PIXELS or 178956970, PIL's bomb threshold).
+void AddMaxPixelsOption(CLI::App* command);
 std::string HumanBytes(std::uint64_t bytes);
 // A check for 64-bit unsigned flags: decimal digits only, at most 2^64 - 1. CLI11 alone lets "-1"
 // wrap around and "" through.

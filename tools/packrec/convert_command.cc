@@ -211,6 +211,7 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
                    "Re-encode every image as JPEG at this quality (0: off; 90 with --resize-short)")
       ->check(CLI::Range(0, 100))
       ->capture_default_str();
+  AddMaxPixelsOption(command);
   command
       ->add_option("--part", args->part,
                    "Convert only part I of N (0-based) of the listing, into "

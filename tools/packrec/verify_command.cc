@@ -34,6 +34,7 @@ void AddVerifyCommand(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<Args>();
   command->add_option("DATASET", args->path, "Dataset directory")->required();
   command->add_flag("--deep", args->deep, "Also decode every image");
+  AddMaxPixelsOption(command);
   command->add_flag("--json", args->json, "Print the result as JSON");
   command->callback([args, &exit_code] {
     OpenOptions open;
