@@ -40,8 +40,11 @@ struct Sample {
   std::string ambiguity;
 };
 
-// WebDataset's split: the key is everything up to the first dot after the last '/'.
+// WebDataset's split: the key is everything up to the first dot after the last '/'. A leading
+// "./" (GNU tar's names for `tar -cf x.tar .`) is not part of the key: a key component "." is not
+// a legal key (core/keys.h), and would reject every sample of such a tar.
 void SplitMemberName(std::string_view name, std::string* key, std::string* extension) {
+  while (name.starts_with("./")) name.remove_prefix(2);
   const std::size_t slash = name.rfind('/');
   const std::size_t base = slash == std::string_view::npos ? 0 : slash + 1;
   const std::size_t dot = name.find('.', base);

@@ -5,6 +5,7 @@
 
 #include "core/checksum.h"
 #include "core/file_io.h"
+#include "core/keys.h"
 
 namespace packrec {
 namespace {
@@ -124,7 +125,11 @@ Result<DatasetManifest> ParseManifestJson(std::string_view text, std::string_vie
 Status WriteRejectsFile(const std::filesystem::path& file, const std::vector<Reject>& rejects) {
   if (rejects.empty()) return Status::OK();
   std::string text = "# path\treason\n";
-  for (const Reject& reject : rejects) text += reject.path + "\t" + reject.reason + "\n";
+  // A tab or newline in a path (a file name may hold them) or a reason would split or forge a
+  // line: control characters are written as \xNN.
+  for (const Reject& reject : rejects) {
+    text += PrintableKey(reject.path) + "\t" + PrintableKey(reject.reason) + "\n";
+  }
   return WriteFileAtomically(file, AsBytes(text));
 }
 

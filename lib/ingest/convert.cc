@@ -19,6 +19,7 @@
 #include "core/checksum.h"
 #include "core/endian.h"
 #include "core/file_io.h"
+#include "core/keys.h"
 #include "core/output_dir.h"
 #include "core/threads.h"
 #include "dataset/payload.h"
@@ -42,6 +43,12 @@ struct Prepared {
 Prepared PrepareBytes(Result<std::vector<std::byte>> bytes, const ConvertOptions& options);
 
 Prepared PrepareItem(const SourceItem& item, const ConvertOptions& options) {
+  // A file name with a newline or a control character makes such a key (core/keys.h).
+  if (const std::string problem = KeyProblem(item.key); !problem.empty()) {
+    Prepared prepared;
+    prepared.status = Status::InvalidInput("its key '" + PrintableKey(item.key) + "' " + problem);
+    return prepared;
+  }
   return PrepareBytes(ReadWholeFile(item.path), options);
 }
 
@@ -677,6 +684,14 @@ Result<ConvertStats> ConvertListing(const ConvertOptions& options, const Progres
 }
 
 Prepared PrepareSourceRecord(SourceRecord& record, const ConvertOptions& options) {
+  if (const std::string problem = KeyProblem(record.key); !problem.empty()) {
+    // Decided once, at convert time (core/keys.h): a key extract could not write as a file
+    // (`a//b`, `../x`, a newline) is this record's reject, not a dataset extract later refuses.
+    Prepared prepared;
+    prepared.input_bytes = record.bytes.size();
+    prepared.status = Status::InvalidInput("its key '" + PrintableKey(record.key) + "' " + problem);
+    return prepared;
+  }
   if (record.key.size() > kMaxRecordKeyBytes) {
     // A reject of this record (it used to stop the whole import, even under --on-error skip).
     Prepared prepared;

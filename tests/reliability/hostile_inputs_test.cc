@@ -204,5 +204,67 @@ TEST_CASE("an import record whose key is over 65535 bytes is one reject, not the
   CHECK_FALSE(fs::exists(dir / "out2"));
 }
 
+// Which keys are legal is decided at convert time (core/keys.h): a file name with a newline or a
+// tab, or an import's key with an empty, "." or ".." component or a leading '/', is that record's
+// reject, so that extract never refuses a dataset convert made. rejects.tsv keeps one line each.
+TEST_CASE("keys extract could not write are rejected at convert time, one line each") {
+  test::TempDir dir;
+  test::SynthTree(dir / "tree", 1, 2, /*seed=*/5, /*size=*/64);
+  const fs::path class_dir = *fs::directory_iterator(dir / "tree");
+  test::WriteBytes(class_dir / "new\nline.jpg", test::MakeJpeg(16, 16, 1));
+  test::WriteBytes(class_dir / "tab\there.jpg", test::MakeJpeg(16, 16, 2));
+  ConvertOptions options;
+  options.source = dir / "tree";
+  options.output = dir / "out";
+  options.on_error = OnError::kSkip;
+  Result<ConvertStats> stats = Convert(options);
+  REQUIRE_MESSAGE(stats.ok(), stats.status().ToString());
+  CHECK(stats->records_written == 2);
+  const std::string rejects = ReadText(dir / "out" / "rejects.tsv");
+  CHECK_MESSAGE(rejects.find("new\\x0aline.jpg") != std::string::npos, rejects);
+  CHECK_MESSAGE(rejects.find("holds a control character") != std::string::npos, rejects);
+  std::size_t lines = 0;
+  for (const char c : rejects) lines += c == '\n' ? 1 : 0;
+  CHECK(lines == 3);  // the header and one line a reject
+  const test::CommandResult extracted =
+      test::RunCli("extract " + test::Quote(dir / "out") + " " + test::Quote(dir / "extracted"));
+  CHECK_MESSAGE(extracted.exit_code == 0, extracted.output);
+  options.output = dir / "strict";
+  options.on_error = OnError::kFail;
+  const Result<ConvertStats> strict = Convert(options);
+  REQUIRE_FALSE(strict.ok());
+  CHECK(strict.status().code() == StatusCode::kInvalidInput);
+  CHECK_FALSE(fs::exists(dir / "strict"));
+  // An import's keys: from tar member names, written by Python's tarfile.
+  const fs::path image = *fs::directory_iterator(class_dir);
+  const std::string script =
+      "import sys, tarfile, io\n"
+      "data = open(sys.argv[1], 'rb').read()\n"
+      "with tarfile.open(sys.argv[2], 'w', format=tarfile.PAX_FORMAT) as tar:\n"
+      "    for name in ('good.jpg', 'a//b.jpg', 'x/../y.jpg', './z.jpg'):\n"
+      "        info = tarfile.TarInfo(name); info.size = len(data)\n"
+      "        tar.addfile(info, io.BytesIO(data))\n";
+  test::WriteText(dir / "make_tar.py", script);
+  REQUIRE(std::system(("/usr/bin/python3 " + test::Quote(dir / "make_tar.py") + " " +
+                       test::Quote(image) + " " + test::Quote(dir / "keys.tar"))
+                          .c_str()) == 0);
+  const test::CommandResult imported =
+      test::RunCli("convert -q --on-error skip --from wds " + test::Quote(dir / "keys.tar") + " " +
+                   test::Quote(dir / "imported"));
+  REQUIRE_MESSAGE(imported.exit_code == 0, imported.output);
+  auto reader = OpenDataset(dir / "imported");
+  REQUIRE(reader.ok());
+  // "./z.jpg" is GNU tar's spelling of z.jpg (tar -cf keys.tar .): kept, as "z.jpg".
+  REQUIRE((*reader)->size() == 2);
+  ReadScratch scratch;
+  auto second = (*reader)->Read(1, scratch);
+  REQUIRE(second.ok());
+  CHECK(second->key == "z.jpg");
+  const std::string import_rejects = ReadText(dir / "imported" / "rejects.tsv");
+  CHECK_MESSAGE(import_rejects.find("empty path component") != std::string::npos, import_rejects);
+  CHECK_MESSAGE(import_rejects.find("'.' or '..' path component") != std::string::npos,
+                import_rejects);
+}
+
 }  // namespace
 }  // namespace packrec
