@@ -56,13 +56,25 @@ Result<bool> IsRegularFile(const std::filesystem::path& path) {
 }
 
 Result<std::vector<std::byte>> ReadWholeFile(const std::filesystem::path& path) {
+  return ReadWholeFile(path, nullptr);
+}
+
+Result<std::vector<std::byte>> ReadWholeFile(const std::filesystem::path& path, FileStamp* stamp) {
   PACKREC_ASSIGN_OR_RETURN(const auto file, RandomAccessFile::Open(path));
   PACKREC_ASSIGN_OR_RETURN(const std::uint64_t size, file->RegularFileSize());
   std::vector<std::byte> bytes(size);
   PACKREC_RETURN_IF_ERROR(file->ReadExact(0, bytes));
   // A file being written while it is read would be stored half old, half new.
   PACKREC_RETURN_IF_ERROR(file->CheckUnchanged());
+  if (stamp != nullptr) *stamp = file->Stamp();
   return bytes;
+}
+
+Result<FileStamp> StampOf(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("stat", path, errno);
+  return FileStamp{static_cast<std::uint64_t>(st.st_size),
+                   std::int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec};
 }
 
 std::vector<std::string_view> SplitLines(std::string_view text) {

@@ -23,6 +23,17 @@ Status ErrnoStatus(std::string_view operation, const std::filesystem::path& path
 
 Result<std::vector<std::byte>> ReadWholeFile(const std::filesystem::path& path);
 
+// A file's size and modification time, as one read saw them (to notice it changed later).
+struct FileStamp {
+  std::uint64_t size = 0;
+  std::int64_t mtime_ns = 0;
+  bool operator==(const FileStamp&) const = default;
+};
+// ReadWholeFile, also giving the stamp of what was read.
+Result<std::vector<std::byte>> ReadWholeFile(const std::filesystem::path& path, FileStamp* stamp);
+// The stamp of `path` now (stat).
+Result<FileStamp> StampOf(const std::filesystem::path& path);
+
 // A file's bytes as text (a view into `bytes`).
 inline std::string_view AsText(std::span<const std::byte> bytes) {
   return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
@@ -117,6 +128,10 @@ class RandomAccessFile {
   // InvalidInput when the file is no longer what RegularFileSize saw (its size or modification
   // time moved: someone is writing it).
   Status CheckUnchanged() const;
+  // Size and modification time as RegularFileSize saw them.
+  FileStamp Stamp() const {
+    return {static_cast<std::uint64_t>(seen_size_.load()), seen_mtime_ns_.load()};
+  }
   // Fills `out` from `offset`. Truncated when the file ends first.
   Status ReadExact(std::uint64_t offset, std::span<std::byte> out) const;
   // One read into `out` from `offset`: how many bytes came, fewer near the end, 0 past it.

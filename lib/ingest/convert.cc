@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -38,7 +39,18 @@ struct Prepared {
   ImageInfo image;
   Status status;  // not OK: the input is rejected for this reason
   std::uint64_t input_bytes = 0;
+  std::uint64_t input_stamp = 0;  // listing inputs: InputStamp of the file as it was read
 };
+
+// One listing input's key, size and modification time as one number; a resume point keeps the
+// sum over the records before it (the order does not matter), so that --resume notices an input
+// changed since the interrupted run.
+std::uint64_t InputStamp(std::string_view key, const FileStamp& stamp) {
+  std::array<std::byte, 16> fields{};
+  StoreLE<std::uint64_t>(&fields[0], stamp.size);
+  StoreLE<std::int64_t>(&fields[8], stamp.mtime_ns);
+  return Xxh64(fields, Xxh64(key));
+}
 
 Prepared PrepareBytes(Result<std::vector<std::byte>> bytes, const ConvertOptions& options);
 
@@ -49,7 +61,10 @@ Prepared PrepareItem(const SourceItem& item, const ConvertOptions& options) {
     prepared.status = Status::InvalidInput("its key '" + PrintableKey(item.key) + "' " + problem);
     return prepared;
   }
-  return PrepareBytes(ReadWholeFile(item.path), options);
+  FileStamp stamp;
+  Prepared prepared = PrepareBytes(ReadWholeFile(item.path, &stamp), options);
+  prepared.input_stamp = InputStamp(item.key, stamp);
+  return prepared;
 }
 
 // Probes (and, when asked, re-encodes or decodes) one input's bytes.
@@ -400,14 +415,18 @@ struct ConvertStart {
   std::vector<Reject> rejects;
   std::vector<std::uint64_t> reject_items;  // each reject's listing index
   std::uint64_t resumed_records = 0;
+  std::uint64_t input_stamps = 0;  // sum of the records' InputStamp before next_item
+  bool has_input_stamps = false;   // journals written before packrec kept them have none
 };
 
 // What a resume point records of the conversion (the writer's journal carries it): the listing
 // and options it is of, and how far into the listing its records reach.
 std::string CallerState(const DatasetMetadata& metadata, std::uint64_t next_item,
-                        std::uint64_t input_bytes, const std::vector<Reject>& rejects,
+                        std::uint64_t input_bytes, std::uint64_t input_stamps,
+                        const std::vector<Reject>& rejects,
                         const std::vector<std::uint64_t>& reject_items) {
   nlohmann::json json;
+  json["input_stamps"] = input_stamps;
   json["listing_hash"] = metadata.listing_hash;
   json["options"] = nlohmann::json::parse(metadata.options_json);
   json["next_item"] = next_item;
@@ -444,6 +463,10 @@ Status RestoreCallerState(const std::string& text, const DatasetMetadata& metada
     }
     start.next_item = GetUnsigned<std::uint64_t>(json.at("next_item"));
     start.input_bytes = GetUnsigned<std::uint64_t>(json.at("input_bytes"));
+    if (json.contains("input_stamps")) {
+      start.input_stamps = GetUnsigned<std::uint64_t>(json.at("input_stamps"));
+      start.has_input_stamps = true;
+    }
     for (const nlohmann::json& reject : json.at("rejects")) {
       start.reject_items.push_back(GetUnsigned<std::uint64_t>(reject.at("item")));
       start.rejects.push_back(
@@ -461,9 +484,43 @@ Status RestoreCallerState(const std::string& text, const DatasetMetadata& metada
   return Status::OK();
 }
 
+// Whether the inputs before a resume point are as the interrupted run read them (same size and
+// modification time: an input replaced or edited since would leave its old record kept).
+Status CheckInputsUnchanged(const ConvertStart& check, const SourceListing& listing,
+                            const ConvertOptions& options) {
+  if (!check.has_input_stamps) return Status::OK();
+  std::uint64_t stamps = 0;
+  std::size_t next_reject = 0;
+  for (std::uint64_t item = 0; item < check.next_item; ++item) {
+    if (next_reject < check.reject_items.size() && check.reject_items[next_reject] == item) {
+      ++next_reject;  // rejected: no record, no stamp
+      continue;
+    }
+    const SourceItem& input = listing.items[item];
+    const Result<FileStamp> stamp = StampOf(input.path);
+    if (!stamp.ok()) {
+      return Status::AlreadyExists(options.output.string() +
+                                   " holds an interrupted conversion whose input " +
+                                   input.path.string() + " is gone since (" +
+                                   stamp.status().message() + "); pass --overwrite to start again");
+    }
+    stamps += InputStamp(input.key, *stamp);
+  }
+  if (stamps != check.input_stamps) {
+    return Status::AlreadyExists(
+        options.output.string() +
+        " holds an interrupted conversion some of whose inputs before its resume point changed "
+        "since (a file's size or modification time differs): its records of them would be the "
+        "old ones; pass --overwrite to start again");
+  }
+  return Status::OK();
+}
+
 Result<ConvertStart> StartConversion(const ConvertOptions& options,
                                      const WriterOptions& writer_options,
-                                     const DatasetMetadata& metadata, std::uint64_t items) {
+                                     const DatasetMetadata& metadata,
+                                     const SourceListing& listing) {
+  const std::uint64_t items = listing.items.size();
   ConvertStart start;
   if (options.resume) {
     PACKREC_ASSIGN_OR_RETURN(const std::optional<std::string> state,
@@ -472,6 +529,7 @@ Result<ConvertStart> StartConversion(const ConvertOptions& options,
       // Checked before the writer is reopened: reopening drops what came after the resume point.
       ConvertStart check;
       PACKREC_RETURN_IF_ERROR(RestoreCallerState(*state, metadata, options, items, false, check));
+      PACKREC_RETURN_IF_ERROR(CheckInputsUnchanged(check, listing, options));
       PACKREC_ASSIGN_OR_RETURN(ResumedWriter resumed,
                                ResumeDatasetWriter(options.output, writer_options));
       start.resumed_records = resumed.records;
@@ -497,8 +555,8 @@ Result<ConvertStats> ConvertItems(const ConvertOptions& options, const SourceLis
   writer_options.expected_payload_bytes = ExpectedPayloadBytes(listing, options);
   writer_options.classes = listing.classes;
   writer_options.resumable = true;
-  PACKREC_ASSIGN_OR_RETURN(
-      ConvertStart begin, StartConversion(options, writer_options, metadata, listing.items.size()));
+  PACKREC_ASSIGN_OR_RETURN(ConvertStart begin,
+                           StartConversion(options, writer_options, metadata, listing));
   DatasetWriter* writer = begin.writer.get();
   ConvertStats stats;
   stats.empty_classes = listing.empty_classes;
@@ -516,9 +574,11 @@ Result<ConvertStats> ConvertItems(const ConvertOptions& options, const SourceLis
     std::uint64_t record;
     std::uint64_t item;
     std::uint64_t input_bytes_before;
+    std::uint64_t input_stamps_before;
   };
   std::deque<Added> since_checkpoint;
   std::uint64_t added = begin.resumed_records;
+  std::uint64_t input_stamps = begin.input_stamps;  // of the records added so far
   std::size_t i = begin.next_item;
   const auto caller_state = [&](std::uint64_t records) {
     while (!since_checkpoint.empty() && since_checkpoint.front().record < records) {
@@ -528,7 +588,9 @@ Result<ConvertStats> ConvertItems(const ConvertOptions& options, const SourceLis
         since_checkpoint.empty() ? i + 1 : since_checkpoint.front().item;
     const std::uint64_t input_bytes =
         since_checkpoint.empty() ? stats.input_bytes : since_checkpoint.front().input_bytes_before;
-    return CallerState(metadata, next_item, input_bytes, stats.rejects, reject_items);
+    const std::uint64_t stamps =
+        since_checkpoint.empty() ? input_stamps : since_checkpoint.front().input_stamps_before;
+    return CallerState(metadata, next_item, input_bytes, stamps, stats.rejects, reject_items);
   };
   Status failure;
   bool writer_failed = false;
@@ -544,7 +606,8 @@ Result<ConvertStats> ConvertItems(const ConvertOptions& options, const SourceLis
       stats.input_bytes += prepared.input_bytes;
       if (prepared.status.ok()) {
         RecordInput record{item.key, item.label, prepared.bytes, prepared.image};
-        since_checkpoint.push_back({added, i, input_bytes_before});
+        since_checkpoint.push_back({added, i, input_bytes_before, input_stamps});
+        input_stamps += prepared.input_stamp;
         failure = writer->Add(record);
         if (failure.ok()) {
           ++added;

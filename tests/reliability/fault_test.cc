@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -567,6 +568,61 @@ TEST_CASE("--resume refuses what was damaged since the interrupted run, saying w
     const test::CommandResult verified = test::RunCli("verify " + test::Quote(output));
     CHECK_MESSAGE(verified.exit_code == 0, verified.output);
   }
+}
+
+// An input replaced or edited between an interrupted run and its --resume, before the resume
+// point: its kept record would be the old bytes. The resume notices (size or modification time)
+// and refuses, saying to start again; an input after the resume point is simply read anew.
+TEST_CASE("--resume refuses when an input before the resume point changed since") {
+  test::TempDir dir;
+  test::SynthTree(dir / "tree", 2, 40, /*seed=*/3, /*size=*/200);
+  const fs::path run_dir = dir / "run";
+  const std::string convert =
+      "convert -q --checkpoint-every 64KiB --shard-size 64KiB "
+      "--threads 2 " +
+      test::Quote(dir / "tree") + " " + test::Quote(run_dir / "out");
+  fs::create_directories(run_dir);
+  REQUIRE(RunWithFault(convert, run_dir, "", dir / "count.log").exit_code == 0);
+  long writes = 0;
+  for (const LoggedCall& call : ReadLog(dir / "count.log")) writes += call.kind == "write";
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::recursive_directory_iterator(dir / "tree")) {
+    if (entry.is_regular_file()) files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  const auto interrupt = [&] {
+    fs::remove_all(run_dir);
+    fs::create_directories(run_dir);
+    const test::CommandResult failed = RunWithFault(
+        convert, run_dir, "write:" + std::to_string(writes * 3 / 4) + ":ENOSPC", dir / "f.log");
+    REQUIRE_MESSAGE(failed.output.find("records are kept") != std::string::npos, failed.output);
+  };
+  // The first input replaced by another image (another size).
+  interrupt();
+  const std::vector<std::byte> original = test::ReadBytes(files[0]);
+  test::WriteBytes(files[0], test::MakeJpeg(50, 40, 99));
+  test::CommandResult resumed = test::RunCli(convert + " --resume");
+  CHECK_MESSAGE(resumed.exit_code == 4, resumed.output);
+  CHECK_MESSAGE(resumed.output.find("changed since") != std::string::npos, resumed.output);
+  CHECK_MESSAGE(resumed.output.find("--overwrite") != std::string::npos, resumed.output);
+  // Only its modification time moved (the same bytes written again): refused too.
+  test::WriteBytes(files[0], original);
+  interrupt();
+  fs::last_write_time(files[0], fs::last_write_time(files[0]) + std::chrono::seconds(5));
+  resumed = test::RunCli(convert + " --resume");
+  CHECK_MESSAGE(resumed.exit_code == 4, resumed.output);
+  // Gone: the listing itself differs.
+  interrupt();
+  fs::rename(files[1], dir / "aside.jpg");
+  resumed = test::RunCli(convert + " --resume");
+  CHECK_MESSAGE(resumed.exit_code == 4, resumed.output);
+  CHECK_MESSAGE(resumed.output.find("changed since") != std::string::npos, resumed.output);
+  fs::rename(dir / "aside.jpg", files[1]);
+  // Unchanged: resumed to a dataset that verifies.
+  interrupt();
+  resumed = test::RunCli(convert + " --resume");
+  CHECK_MESSAGE(resumed.exit_code == 0, resumed.output);
+  CHECK(test::RunCli("verify " + test::Quote(run_dir / "out")).exit_code == 0);
 }
 
 }  // namespace
