@@ -205,3 +205,17 @@ def test_a_daemon_thread_inside_packrec_at_exit_does_not_abort(datasets):
         codes.append(done.returncode)
         assert done.returncode == 0, (run, done.returncode, done.stderr[-2000:])
     assert codes == [0] * 30
+
+
+def test_a_key_that_is_not_utf8_comes_back_as_os_fsdecode_gives_it(tmp_path):
+    """A file name of raw bytes (Linux allows any but '/' and NUL) is a key that is not UTF-8: ds[i]
+    gives it with surrogate escapes, as os.fsdecode does, never UnicodeDecodeError."""
+    tree = tmp_path / "tree"
+    packrec.synth(os.fspath(tree), classes=1, per_class=1, seed=3, width=64, height=48)
+    (original,) = [p for p in (tree).rglob("*") if p.is_file()]
+    raw_name = os.fsencode(original.parent) + b"/\xff\xferaw.jpg"
+    os.rename(os.fsencode(original), raw_name)
+    packrec.convert(tree, tmp_path / "ds.pkr")
+    ds = packrec.open(tmp_path / "ds.pkr")
+    _, _, key = ds[0]
+    assert os.fsencode(key).endswith(b"/\xff\xferaw.jpg"), key
