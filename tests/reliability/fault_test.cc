@@ -455,6 +455,13 @@ TEST_CASE("an LMDB data.mdb cut at any page: named by every command, never SIGBU
     fs::copy(dataset, cut);
     test::TruncateFile(cut / "data.mdb", length);
     ++cuts;
+    // Every cut in this process (a SIGBUS here would end the test binary); every eighth, and
+    // the first ones, through the CLI's three commands as well (each run costs a process start,
+    // 0.3-0.5 s under ASan).
+    const auto opened = OpenDataset(cut);
+    REQUIRE_FALSE(opened.ok());
+    CHECK_MESSAGE(opened.status().code() == StatusCode::kTruncated, opened.status().ToString());
+    if (length / kPage % 8 != 0 && length > 2 * kPage) continue;
     for (const std::string command : {"info", "verify", "extract"}) {
       CAPTURE(command);
       const std::string args = command == "extract" ? command + " " + test::Quote(cut) + " " +
@@ -488,7 +495,8 @@ TEST_CASE("an LMDB data.mdb cut at any page: named by every command, never SIGBU
   fs::copy(run_dir, interrupted, fs::copy_options::recursive);
   const std::uint64_t interrupted_size = fs::file_size(interrupted / "out" / "data.mdb");
   int resumed = 0;
-  for (std::uint64_t length = 0; length < interrupted_size; length += kPage) {
+  // Every fourth page boundary: each is a conversion run.
+  for (std::uint64_t length = 0; length < interrupted_size; length += 4 * kPage) {
     CAPTURE(length);
     fs::remove_all(run_dir);
     fs::copy(interrupted, run_dir, fs::copy_options::recursive);
@@ -503,9 +511,9 @@ TEST_CASE("an LMDB data.mdb cut at any page: named by every command, never SIGBU
       CHECK_MESSAGE(run.output.find("data.mdb") != std::string::npos, run.output);
     }
   }
-  MESSAGE("cuts of a finished data.mdb: " << cuts
-                                          << "; of an interrupted one: " << interrupted_size / kPage
-                                          << ", " << resumed << " of them resumed");
+  MESSAGE("cuts of a finished data.mdb: " << cuts << " (CLI on every eighth); of an interrupted "
+                                          << "one, resumed at every fourth page: " << resumed
+                                          << " resumed, the rest refused by name");
 }
 
 // What --resume keeps is read back first: a sealed shard or an LMDB record damaged since the
