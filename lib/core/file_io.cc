@@ -23,6 +23,10 @@ namespace {
 
 constexpr std::size_t kWriteBufferBytes = 1u << 20;
 
+std::int64_t MtimeNs(const struct stat& st) {
+  return std::int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
 }  // namespace
 
 int WriteAll(int fd, const std::byte* data, std::size_t size) {
@@ -73,8 +77,7 @@ Result<std::vector<std::byte>> ReadWholeFile(const std::filesystem::path& path, 
 Result<FileStamp> StampOf(const std::filesystem::path& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("stat", path, errno);
-  return FileStamp{static_cast<std::uint64_t>(st.st_size),
-                   std::int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec};
+  return FileStamp{static_cast<std::uint64_t>(st.st_size), MtimeNs(st)};
 }
 
 std::vector<std::string_view> SplitLines(std::string_view text) {
@@ -272,14 +275,14 @@ Result<std::uint64_t> RandomAccessFile::RegularFileSize() const {
     return Status::InvalidInput("read " + path_.string() + ": not a regular file");
   }
   seen_size_ = st.st_size;
-  seen_mtime_ns_ = std::int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+  seen_mtime_ns_ = MtimeNs(st);
   return static_cast<std::uint64_t>(st.st_size);
 }
 
 Status RandomAccessFile::CheckUnchanged() const {
   struct stat st {};
   if (::fstat(fd_, &st) != 0) return ErrnoStatus("stat", path_, errno);
-  const std::int64_t mtime_ns = std::int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+  const std::int64_t mtime_ns = MtimeNs(st);
   if (seen_size_ >= 0 && (st.st_size != seen_size_ || mtime_ns != seen_mtime_ns_)) {
     return Status::InvalidInput(
         "read " + path_.string() + ": the file changed while it was read (" +

@@ -48,10 +48,11 @@ std::vector<std::string_view> SplitLines(std::string_view text);
 // formats does not take an unreadable dataset for something else.
 Result<bool> IsRegularFile(const std::filesystem::path& path);
 
-// Owns a file descriptor: closed on destruction (fd < 0 holds nothing). Move-free on purpose.
 // Writes all of [data, data + size) to `fd`, retrying short writes and EINTR: 0, or the errno.
 int WriteAll(int fd, const std::byte* data, std::size_t size);
 
+// Owns a file descriptor: closed on destruction (fd < 0 holds nothing). Movable (a moved-from
+// one holds nothing), not copyable.
 class ScopedFd {
  public:
   explicit ScopedFd(int fd = -1) : fd_(fd) {}

@@ -1,7 +1,5 @@
 #include "packrec/dataset_ops.h"
 
-#include <algorithm>
-#include <cstdio>
 #include <string>
 #include <system_error>
 #include <unordered_map>

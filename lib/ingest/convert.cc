@@ -54,13 +54,30 @@ std::uint64_t InputStamp(std::string_view key, const FileStamp& stamp) {
 
 Prepared PrepareBytes(Result<std::vector<std::byte>> bytes, const ConvertOptions& options);
 
-Prepared PrepareItem(const SourceItem& item, const ConvertOptions& options) {
-  // A file name with a newline or a control character makes such a key (core/keys.h).
-  if (const std::string problem = KeyProblem(item.key); !problem.empty()) {
-    Prepared prepared;
-    prepared.status = Status::InvalidInput("its key '" + PrintableKey(item.key) + "' " + problem);
-    return prepared;
+// Why `key` cannot be a record's key, for that record's reject (which follows --on-error); empty
+// when it can. Decided once, at convert time: too long for any format (it used to stop a whole
+// import, even under --on-error skip), or against the key rule (core/keys.h: a file name with a
+// newline, an import's `a//b` or `../x`), which extract would otherwise refuse whole. A key too
+// long to store is not quoted.
+std::string KeyRejection(std::string_view key) {
+  if (key.size() > kMaxRecordKeyBytes) {
+    return "its key is " + std::to_string(key.size()) + " bytes, over the " +
+           std::to_string(kMaxRecordKeyBytes) + " a key may have";
   }
+  const std::string problem = KeyProblem(key);
+  return problem.empty() ? problem : "its key '" + PrintableKey(key) + "' " + problem;
+}
+
+// A record rejected before its bytes are looked at, for `why`.
+Prepared Rejected(const std::string& why, std::uint64_t input_bytes) {
+  Prepared prepared;
+  prepared.input_bytes = input_bytes;
+  prepared.status = Status::InvalidInput(why);
+  return prepared;
+}
+
+Prepared PrepareItem(const SourceItem& item, const ConvertOptions& options) {
+  if (const std::string why = KeyRejection(item.key); !why.empty()) return Rejected(why, 0);
   FileStamp stamp;
   Prepared prepared = PrepareBytes(ReadWholeFile(item.path, &stamp), options);
   prepared.input_stamp = InputStamp(item.key, stamp);
@@ -747,22 +764,8 @@ Result<ConvertStats> ConvertListing(const ConvertOptions& options, const Progres
 }
 
 Prepared PrepareSourceRecord(SourceRecord& record, const ConvertOptions& options) {
-  if (const std::string problem = KeyProblem(record.key); !problem.empty()) {
-    // Decided once, at convert time (core/keys.h): a key extract could not write as a file
-    // (`a//b`, `../x`, a newline) is this record's reject, not a dataset extract later refuses.
-    Prepared prepared;
-    prepared.input_bytes = record.bytes.size();
-    prepared.status = Status::InvalidInput("its key '" + PrintableKey(record.key) + "' " + problem);
-    return prepared;
-  }
-  if (record.key.size() > kMaxRecordKeyBytes) {
-    // A reject of this record (it used to stop the whole import, even under --on-error skip).
-    Prepared prepared;
-    prepared.input_bytes = record.bytes.size();
-    prepared.status = Status::InvalidInput("its key is " + std::to_string(record.key.size()) +
-                                           " bytes, over the " +
-                                           std::to_string(kMaxRecordKeyBytes) + " a key may have");
-    return prepared;
+  if (const std::string why = KeyRejection(record.key); !why.empty()) {
+    return Rejected(why, record.bytes.size());
   }
   if (record.image.encoding != Encoding::kRawRgb) {
     return PrepareBytes(std::move(record.bytes), options);

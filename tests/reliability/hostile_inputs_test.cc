@@ -25,6 +25,24 @@ std::string ReadText(const fs::path& path) {
   return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
+// A tar written by Python's tarfile in the PAX format (member names of any length or shape):
+// `members` is a Python tuple list of (name, body), where `data` is the bytes of `image`.
+void WritePaxTar(const fs::path& tar, const fs::path& image, const std::string& members) {
+  const fs::path script = tar.string() + ".py";
+  test::WriteText(script,
+                  "import sys, tarfile, io\n"
+                  "data = open(sys.argv[1], 'rb').read()\n"
+                  "with tarfile.open(sys.argv[2], 'w', format=tarfile.PAX_FORMAT) as tar:\n"
+                  "    for name, body in (" +
+                      members +
+                      "):\n"
+                      "        info = tarfile.TarInfo(name); info.size = len(body)\n"
+                      "        tar.addfile(info, io.BytesIO(body))\n");
+  REQUIRE(std::system(("/usr/bin/python3 " + test::Quote(script) + " " + test::Quote(image) + " " +
+                       test::Quote(tar))
+                          .c_str()) == 0);
+}
+
 TEST_CASE("FIFOs, symlink loops, dangling links and unreadable files are rejects, never a hang") {
   test::TempDir dir;
   test::SynthTree(dir / "tree", 2, 4, /*seed=*/5, /*size=*/64);
@@ -177,18 +195,9 @@ TEST_CASE("an import record whose key is over 65535 bytes is one reject, not the
   test::TempDir dir;
   test::SynthTree(dir / "tree", 1, 2, /*seed=*/5, /*size=*/64);
   const fs::path image = *fs::directory_iterator(*fs::directory_iterator(dir / "tree"));
-  const std::string script =
-      "import sys, tarfile, io\n"
-      "data = open(sys.argv[1], 'rb').read()\n"
-      "with tarfile.open(sys.argv[2], 'w', format=tarfile.PAX_FORMAT) as tar:\n"
-      "    for name, body in (('a.jpg', data), ('a.cls', b'1'), ('k' * 70000 + '.jpg', data),\n"
-      "                       ('k' * 70000 + '.cls', b'2'), ('b.jpg', data), ('b.cls', b'3')):\n"
-      "        info = tarfile.TarInfo(name); info.size = len(body)\n"
-      "        tar.addfile(info, io.BytesIO(body))\n";
-  test::WriteText(dir / "make_tar.py", script);
-  REQUIRE(std::system(("/usr/bin/python3 " + test::Quote(dir / "make_tar.py") + " " +
-                       test::Quote(image) + " " + test::Quote(dir / "long.tar"))
-                          .c_str()) == 0);
+  WritePaxTar(dir / "long.tar", image,
+              "('a.jpg', data), ('a.cls', b'1'), ('k' * 70000 + '.jpg', data), "
+              "('k' * 70000 + '.cls', b'2'), ('b.jpg', data), ('b.cls', b'3')");
   const test::CommandResult skipped =
       test::RunCli("convert -q --on-error skip --from wds " + test::Quote(dir / "long.tar") + " " +
                    test::Quote(dir / "out"));
@@ -237,17 +246,8 @@ TEST_CASE("keys extract could not write are rejected at convert time, one line e
   CHECK_FALSE(fs::exists(dir / "strict"));
   // An import's keys: from tar member names, written by Python's tarfile.
   const fs::path image = *fs::directory_iterator(class_dir);
-  const std::string script =
-      "import sys, tarfile, io\n"
-      "data = open(sys.argv[1], 'rb').read()\n"
-      "with tarfile.open(sys.argv[2], 'w', format=tarfile.PAX_FORMAT) as tar:\n"
-      "    for name in ('good.jpg', 'a//b.jpg', 'x/../y.jpg', './z.jpg'):\n"
-      "        info = tarfile.TarInfo(name); info.size = len(data)\n"
-      "        tar.addfile(info, io.BytesIO(data))\n";
-  test::WriteText(dir / "make_tar.py", script);
-  REQUIRE(std::system(("/usr/bin/python3 " + test::Quote(dir / "make_tar.py") + " " +
-                       test::Quote(image) + " " + test::Quote(dir / "keys.tar"))
-                          .c_str()) == 0);
+  WritePaxTar(dir / "keys.tar", image,
+              "('good.jpg', data), ('a//b.jpg', data), ('x/../y.jpg', data), ('./z.jpg', data)");
   const test::CommandResult imported =
       test::RunCli("convert -q --on-error skip --from wds " + test::Quote(dir / "keys.tar") + " " +
                    test::Quote(dir / "imported"));
