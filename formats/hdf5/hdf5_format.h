@@ -8,8 +8,18 @@
 
 #include "packrec/reader.h"
 #include "packrec/writer.h"
+#include "storage/format_descriptor.h"
 
 namespace packrec::hdf5 {
+
+// This format's entry in the registry.
+const FormatDescriptor& Hdf5Format();
+
+// Beside a dataset FILE while it is written: the file under construction (FILE.tmp, renamed at
+// Finish) and, when the payload total was not known up front, the payloads waiting to be copied
+// into /data (FILE.payloads.tmp).
+inline constexpr char kTempSuffix[] = ".tmp";
+inline constexpr char kPayloadScratchSuffix[] = ".payloads.tmp";
 
 // Whether `path` is a regular file that starts with the HDF5 signature; an error when it cannot
 // be told (the file cannot be opened or read).

@@ -11,10 +11,10 @@
 #include "core/checksum.h"
 #include "core/file_io.h"
 #include "core/range_stream.h"
-#include "dataset/manifest_json.h"
-#include "dataset/payload.h"
 #include "hdf5/hdf5_format.h"
 #include "hdf5/hdf5_util.h"
+#include "storage/manifest_json.h"
+#include "storage/payload.h"
 
 namespace packrec::hdf5 {
 namespace {
@@ -258,8 +258,10 @@ class Hdf5Reader final : public Reader {
 
   Result<RecordView> Read(std::uint64_t index, ReadScratch& scratch) const override {
     if (index >= info_.record_count) return IndexOutOfRange(index, info_.record_count);
-    if (pixels_ != nullptr) return ReadPixels(index, scratch, options_.verify_checksums);
-    return View(index, scratch, options_.verify_checksums);
+    if (pixels_ != nullptr) {
+      return AtRecord(ReadPixels(index, scratch, options_.verify_checksums), index, path_.string());
+    }
+    return AtRecord(View(index, scratch, options_.verify_checksums), index, path_.string());
   }
 
   // Streams /data through pread windows instead of faulting the mapping in (docs/benchmarks.md).

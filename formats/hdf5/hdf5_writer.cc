@@ -25,11 +25,11 @@
 
 #include "core/checksum.h"
 #include "core/file_io.h"
-#include "dataset/manifest_json.h"
-#include "dataset/payload.h"
-#include "dataset/resume_journal.h"
 #include "hdf5/hdf5_format.h"
 #include "hdf5/hdf5_util.h"
+#include "storage/manifest_json.h"
+#include "storage/payload.h"
+#include "storage/resume_journal.h"
 
 namespace packrec::hdf5 {
 namespace {
@@ -208,7 +208,7 @@ class Hdf5WriterBase : public DatasetWriter {
  public:
   Hdf5WriterBase(fs::path target, WriterOptions options, Handle file)
       : target_(std::move(target)),
-        tmp_(WithSuffix(target_, ".tmp")),
+        tmp_(WithSuffix(target_, kTempSuffix)),
         options_(std::move(options)),
         file_(std::move(file)) {}
   ~Hdf5WriterBase() override = default;
@@ -359,7 +359,7 @@ class EncodedWriter final : public Hdf5WriterBase {
 
  private:
   bool in_place() const { return in_place_size_ > 0; }
-  fs::path ScratchPath() const { return WithSuffix(target_, ".payloads.tmp"); }
+  fs::path ScratchPath() const { return WithSuffix(target_, kPayloadScratchSuffix); }
 
   Status OpenScratch() {
     std::error_code ignored;
@@ -524,7 +524,7 @@ Result<std::unique_ptr<DatasetWriter>> StartHdf5Writer(const fs::path& file,
   {
     std::lock_guard lock(LibraryMutex());
     PrepareLibrary();
-    PACKREC_ASSIGN_OR_RETURN(Handle handle, CreateFile(WithSuffix(file, ".tmp")));
+    PACKREC_ASSIGN_OR_RETURN(Handle handle, CreateFile(WithSuffix(file, kTempSuffix)));
     if (options.hdf5_layout == Hdf5Layout::kPixels) {
       auto pixels = std::make_unique<PixelsWriter>(file, options, std::move(handle));
       started = pixels->Start();
@@ -543,15 +543,14 @@ Result<std::unique_ptr<DatasetWriter>> StartHdf5Writer(const fs::path& file,
 
 Result<std::unique_ptr<DatasetWriter>> CreateHdf5Writer(const fs::path& file,
                                                         const WriterOptions& options) {
-  PACKREC_RETURN_IF_ERROR(ValidateCommonWriterOptions(options));
+  PACKREC_RETURN_IF_ERROR(ValidateCommonWriterOptions(options, {.pixel_layout = true}));
   std::error_code error;
   const fs::path journal = WithSuffix(file, kResumeJournalSuffix);
   if (fs::exists(journal, error)) {
     if (!options.overwrite) {
-      return Status::AlreadyExists(
-          file.string() + ": an interrupted conversion was writing it (" +
-          journal.filename().string() +
-          "): pass --resume to continue it, or --overwrite to start again");
+      return Status::AlreadyExists(file.string() + ": an interrupted conversion was writing it (" +
+                                   journal.filename().string() + ")")
+          .WithRemedy(Remedy::kResumeOrOverwrite);
     }
     fs::remove(journal, error);
   }
@@ -562,8 +561,8 @@ Result<std::unique_ptr<DatasetWriter>> CreateHdf5Writer(const fs::path& file,
                                    " exists and is not an HDF5 file; refusing to replace it");
     }
     if (!options.overwrite) {
-      return Status::AlreadyExists(file.string() +
-                                   " already exists (pass --overwrite to replace it)");
+      return Status::AlreadyExists(file.string() + " already exists")
+          .WithRemedy(Remedy::kOverwriteToReplace);
     }
   }
   if (file.has_parent_path()) {
@@ -581,7 +580,7 @@ Result<std::unique_ptr<DatasetWriter>> CreateHdf5Writer(const fs::path& file,
 }
 
 Result<ResumedWriter> ResumeHdf5Writer(const fs::path& file, const WriterOptions& options) {
-  PACKREC_RETURN_IF_ERROR(ValidateCommonWriterOptions(options));
+  PACKREC_RETURN_IF_ERROR(ValidateCommonWriterOptions(options, {.pixel_layout = true}));
   const fs::path journal_path = WithSuffix(file, kResumeJournalSuffix);
   PACKREC_ASSIGN_OR_RETURN(const ResumeJournal journal, ReadResumeJournal(journal_path));
   if (journal.format != "hdf5") {

@@ -9,10 +9,10 @@
 
 #include "core/file_io.h"
 #include "decode/codecs.h"
-#include "ingest/source_util.h"
 #include "lmdb/caffe_datum.pb.h"
 #include "lmdb/lmdb_format.h"
 #include "lmdb/lmdb_status.h"
+#include "storage/source_util.h"
 
 namespace packrec::lmdb {
 namespace {

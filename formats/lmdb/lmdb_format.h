@@ -9,8 +9,12 @@
 #include "packrec/reader.h"
 #include "packrec/source.h"
 #include "packrec/writer.h"
+#include "storage/format_descriptor.h"
 
 namespace packrec::lmdb {
+
+// This format's entry in the registry.
+const FormatDescriptor& LmdbFormat();
 
 // Whether `path` holds a dataset of this format; an error when the path cannot be read.
 Result<bool> LooksLikeLmdbDataset(const std::filesystem::path& path);

@@ -18,12 +18,12 @@
 #include "core/file_io.h"
 #include "core/output_dir.h"
 #include "core/range_stream.h"
-#include "dataset/manifest_json.h"
-#include "dataset/payload.h"
 #include "lmdb/lmdb_format.h"
 #include "lmdb/lmdb_layout.h"
 #include "lmdb/lmdb_status.h"
 #include "lmdb/lmdb_value.h"
+#include "storage/manifest_json.h"
+#include "storage/payload.h"
 
 namespace packrec::lmdb {
 namespace {
@@ -155,8 +155,8 @@ class LmdbReader final : public Reader {
     if (fs::exists(dir_ / kResumeJournalName, exists_error)) {
       return Status::NotFound(dir_.string() +
                               " holds an interrupted conversion (resume.json), not a finished "
-                              "dataset: finish it with convert --resume, or start again with "
-                              "--overwrite");
+                              "dataset")
+          .WithRemedy(Remedy::kResumeOrOverwrite);
     }
     // Before LMDB maps the file: opening already follows the first record's pages.
     PACKREC_RETURN_IF_ERROR(CheckDataFileWhole(dir_ / kDataFileName));
@@ -185,6 +185,10 @@ class LmdbReader final : public Reader {
   const DatasetInfo& info() const override { return info_; }
 
   Result<RecordView> Read(std::uint64_t index, ReadScratch& scratch) const override {
+    return AtRecord(ReadRecord(index, scratch), index, data_file_);
+  }
+
+  Result<RecordView> ReadRecord(std::uint64_t index, ReadScratch& scratch) const {
     if (index >= info_.record_count) {
       return IndexOutOfRange(index, info_.record_count);
     }

@@ -3,8 +3,8 @@
 #include <optional>
 
 #include "core/checksum.h"
-#include "dataset/payload.h"
 #include "lmdb/lmdb_layout.h"
+#include "storage/payload.h"
 
 namespace packrec::lmdb {
 namespace {

@@ -18,14 +18,14 @@
 #include "core/checksum.h"
 #include "core/file_io.h"
 #include "core/output_dir.h"
-#include "dataset/json_util.h"
-#include "dataset/manifest_json.h"
-#include "dataset/payload.h"
-#include "dataset/resume_journal.h"
 #include "lmdb/lmdb_format.h"
 #include "lmdb/lmdb_layout.h"
 #include "lmdb/lmdb_status.h"
 #include "lmdb/lmdb_value.h"
+#include "storage/json_util.h"
+#include "storage/manifest_json.h"
+#include "storage/payload.h"
+#include "storage/resume_journal.h"
 
 namespace packrec::lmdb {
 namespace {
@@ -183,7 +183,8 @@ Status LmdbWriter::ResumeAt(const ResumeJournal& journal) {
     map_size_ = std::max(map_size_, GetUnsigned<std::uint64_t>(journal.writer.at("map_size")));
   } catch (const nlohmann::json::exception&) {
     return Status::Corruption("cannot resume the conversion in " + env_dir_.string() +
-                              ": its journal has no LMDB state (start again with --overwrite)");
+                              ": its journal has no LMDB state")
+        .WithRemedy(Remedy::kOverwriteToRestart);
   }
   records_ = journal.records;
   checkpointed_records_ = records_;
@@ -210,7 +211,8 @@ Status LmdbWriter::ResumeAt(const ResumeJournal& journal) {
                               ": data.mdb holds " + std::to_string(stat.ms_entries) +
                               " records before the resume point, "
                               "its journal says " +
-                              std::to_string(records_) + " (start again with --overwrite)");
+                              std::to_string(records_))
+        .WithRemedy(Remedy::kOverwriteToRestart);
   }
   PACKREC_RETURN_IF_ERROR(CheckKeptRecords());
   return CommitBatch();
@@ -256,8 +258,8 @@ Status LmdbWriter::CheckKeptRecords() {
   }
   if (status.ok()) return status;
   return Status::Corruption("cannot resume the conversion in " + env_dir_.string() +
-                            ": what it kept is damaged: " + status.message() +
-                            " (start again with --overwrite)");
+                            ": what it kept is damaged: " + status.message())
+      .WithRemedy(Remedy::kOverwriteToRestart);
 }
 
 Status LmdbWriter::Start() {
@@ -507,7 +509,7 @@ Result<bool> LooksLikeLmdbDataset(const fs::path& path) {
 namespace {
 
 Status CheckLmdbOptions(const WriterOptions& options) {
-  PACKREC_RETURN_IF_ERROR(ValidateCommonWriterOptions(options));
+  PACKREC_RETURN_IF_ERROR(ValidateCommonWriterOptions(options, {.caffe_datum_values = true}));
   if (options.commit_records == 0) {
     return Status::InvalidArgument("--commit-records must be at least 1");
   }
@@ -555,7 +557,8 @@ Result<ResumedWriter> ResumeLmdbWriter(const fs::path& dir, const WriterOptions&
     // Killed before data.mdb was made: nothing to keep.
     if (journal.records != 0) {
       return Status::Corruption("cannot resume the conversion in " + dir.string() +
-                                ": data.mdb is missing (start again with --overwrite)");
+                                ": data.mdb is missing")
+          .WithRemedy(Remedy::kOverwriteToRestart);
     }
     PACKREC_RETURN_IF_ERROR(writer->Start());
   } else {
@@ -564,7 +567,7 @@ Result<ResumedWriter> ResumeLmdbWriter(const fs::path& dir, const WriterOptions&
       writer->LeaveAsItIs();  // the interrupted conversion is not ours to throw away
       // LMDB's own errors (MDB_CORRUPTED from a torn B-tree) say nothing of what to do; running
       // --resume again cannot help them.
-      if (resumed.message().find("--overwrite") != std::string::npos) return resumed;
+      if (resumed.remedy() != Remedy::kNone) return resumed;
       return Status(resumed.code(), "cannot resume the conversion in " + dir.string() + ": " +
                                         resumed.message() +
                                         " (what it kept cannot be used: start again with "

@@ -9,10 +9,10 @@
 
 #include "core/endian.h"
 #include "core/file_io.h"
-#include "dataset/json_util.h"
-#include "dataset/payload.h"
-#include "ingest/source_util.h"
 #include "mds/mds_format.h"
+#include "storage/json_util.h"
+#include "storage/payload.h"
+#include "storage/source_util.h"
 
 namespace packrec::mds {
 namespace {

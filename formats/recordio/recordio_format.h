@@ -14,8 +14,12 @@
 
 #include "packrec/source.h"
 #include "packrec/writer.h"
+#include "storage/format_descriptor.h"
 
 namespace packrec::recordio {
+
+// This format's entry in the registry.
+const FormatDescriptor& RecordIoFormat();
 
 inline constexpr std::uint32_t kMagic = 0xced7230a;
 inline constexpr std::size_t kPartHeaderSize = 8;  // the magic, then lrecord (flag, length)

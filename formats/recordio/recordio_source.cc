@@ -7,8 +7,8 @@
 
 #include "core/endian.h"
 #include "core/file_io.h"
-#include "ingest/source_util.h"
 #include "recordio/recordio_format.h"
+#include "storage/source_util.h"
 
 namespace packrec::recordio {
 namespace {

@@ -7,8 +7,8 @@
 #include <cstring>
 
 #include "core/endian.h"
-#include "dataset/export_writer.h"
 #include "recordio/recordio_format.h"
+#include "storage/export_writer.h"
 
 namespace packrec::recordio {
 namespace {

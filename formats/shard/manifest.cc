@@ -1,5 +1,5 @@
 #include "shard/manifest.h"
-#include "dataset/json_util.h"
+#include "storage/json_util.h"
 
 #include <nlohmann/json.hpp>
 

@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include "dataset/manifest_json.h"
 #include "packrec/status.h"
+#include "storage/manifest_json.h"
 
 namespace packrec::shard {
 

@@ -7,8 +7,12 @@
 
 #include "packrec/reader.h"
 #include "packrec/writer.h"
+#include "storage/format_descriptor.h"
 
 namespace packrec::shard {
+
+// This format's entry in the registry.
+const FormatDescriptor& ShardFormat();
 
 // Whether `path` holds a dataset of this format; an error when the path cannot be read.
 Result<bool> LooksLikeShardDataset(const std::filesystem::path& path);

@@ -11,10 +11,10 @@
 #include "core/endian.h"
 #include "core/file_io.h"
 #include "core/range_stream.h"
-#include "dataset/payload.h"
 #include "shard/manifest.h"
 #include "shard/shard_format.h"
 #include "shard/shard_layout.h"
+#include "storage/payload.h"
 
 namespace packrec::shard {
 namespace {
@@ -166,7 +166,8 @@ class ShardReader final : public Reader {
 
   Result<RecordView> Read(std::uint64_t index, ReadScratch& scratch) const override {
     PACKREC_ASSIGN_OR_RETURN(const Shard* shard, ShardOf(index));
-    return ReadFromShard(*shard, index, scratch, options_.verify_checksums);
+    return AtRecord(ReadFromShard(*shard, index, scratch, options_.verify_checksums), index,
+                    shard->path.string());
   }
 
   Result<RecordLocation> Locate(std::uint64_t index) const override {

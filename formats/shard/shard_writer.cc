@@ -17,12 +17,12 @@
 #include "core/file_io.h"
 #include "core/output_dir.h"
 #include "core/range_stream.h"
-#include "dataset/json_util.h"
-#include "dataset/payload.h"
-#include "dataset/resume_journal.h"
 #include "shard/manifest.h"
 #include "shard/shard_format.h"
 #include "shard/shard_layout.h"
+#include "storage/json_util.h"
+#include "storage/payload.h"
+#include "storage/resume_journal.h"
 
 namespace packrec::shard {
 namespace {
@@ -324,8 +324,8 @@ Status CheckShardOptions(const WriterOptions& options) {
 Result<std::vector<ManifestShard>> JournalShards(const nlohmann::json& state, const fs::path& dir,
                                                  SealedTotals& totals) {
   const auto bad = [&](const std::string& why) {
-    return Status::Corruption("cannot resume the conversion in " + dir.string() + ": " + why +
-                              " (start again with --overwrite)");
+    return Status::Corruption("cannot resume the conversion in " + dir.string() + ": " + why)
+        .WithRemedy(Remedy::kOverwriteToRestart);
   };
   const auto shards = state.find("shards");
   if (shards == state.end() || !shards->is_array()) return bad("its journal lists no shards");

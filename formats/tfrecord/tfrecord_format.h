@@ -11,8 +11,12 @@
 
 #include "packrec/source.h"
 #include "packrec/writer.h"
+#include "storage/format_descriptor.h"
 
 namespace packrec::tfrecord {
+
+// This format's entry in the registry.
+const FormatDescriptor& TfRecordFormat();
 
 inline constexpr std::size_t kFrameHeaderSize = 12;  // length + its CRC
 inline constexpr std::size_t kFrameFooterSize = 4;   // the data's CRC

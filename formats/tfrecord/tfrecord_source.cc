@@ -6,7 +6,7 @@
 #include "core/crc32c.h"
 #include "core/endian.h"
 #include "core/file_io.h"
-#include "ingest/source_util.h"
+#include "storage/source_util.h"
 #include "tfrecord/example.pb.h"
 #include "tfrecord/tfrecord_format.h"
 

@@ -9,7 +9,7 @@
 
 #include "core/crc32c.h"
 #include "core/endian.h"
-#include "dataset/export_writer.h"
+#include "storage/export_writer.h"
 #include "tfrecord/example.pb.h"
 #include "tfrecord/tfrecord_format.h"
 

@@ -10,8 +10,12 @@
 
 #include "packrec/source.h"
 #include "packrec/writer.h"
+#include "storage/format_descriptor.h"
 
 namespace packrec::wds {
+
+// This format's entry in the registry.
+const FormatDescriptor& WdsFormat();
 
 Result<std::unique_ptr<RecordSource>> OpenWdsSource(std::vector<std::filesystem::path> files,
                                                     const SourceOptions& options);

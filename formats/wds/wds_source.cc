@@ -12,7 +12,7 @@
 #include <unordered_map>
 
 #include "core/file_io.h"
-#include "ingest/source_util.h"
+#include "storage/source_util.h"
 #include "wds/wds_format.h"
 
 namespace packrec::wds {

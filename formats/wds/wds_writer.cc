@@ -8,7 +8,7 @@
 
 #include <cstdio>
 
-#include "dataset/export_writer.h"
+#include "storage/export_writer.h"
 #include "wds/wds_format.h"
 
 namespace packrec::wds {

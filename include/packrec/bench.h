@@ -97,7 +97,7 @@ struct StorageProbe {
 };
 
 struct AccessMeasurement {
-  std::string source;  // "files", "shard", "lmdb", "hdf5"
+  std::string source;  // "files" (loose files), or the dataset's format (DatasetInfo::format)
   std::string path;
   std::string order;   // "sequential" or "random"
   std::string cache;   // "cold" or "warm"

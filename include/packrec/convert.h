@@ -16,8 +16,6 @@
 
 namespace packrec {
 
-enum class OnError { kFail, kSkip };
-
 struct ConvertOptions {
   // An image folder, a list file, or a container source (source.h): a WebDataset tar, glob or
   // brace pattern, TFRecord or RecordIO files, an MDS or Caffe LMDB directory, a packrec dataset.
@@ -30,7 +28,7 @@ struct ConvertOptions {
   std::filesystem::path list_root;  // list files: paths are relative to this (default: its dir)
   std::optional<std::uint64_t> shuffle_seed;  // shuffle the listing at convert time
   unsigned threads = 0;  // readers/validators (imports: workers preparing records); 0: one per core
-  OnError on_error = OnError::kFail;
+  OnBadRecord on_error = OnBadRecord::kFail;
   std::uint32_t resize_short = 0;  // > 0: re-encode with the shorter side at most this
   int quality = 0;                 // > 0: re-encode at this JPEG quality
   // Partitioned conversion (--part I/N): part_count > 0 converts only part part_index of the

@@ -8,6 +8,12 @@
 // or by making its own stream wait) only when it needs the data.
 //
 // No CUDA types in this header: streams are passed as void* (a cudaStream_t).
+//
+// Threading: one GpuUploader per consumer thread; Upload and the returned GpuBatch's methods are
+// called from that thread. fork(): the CUDA runtime cannot be used in a child forked after it was
+// initialised in the parent (NVIDIA's rule, not packrec's): create uploaders only in the process
+// that uses them, after any fork (PyTorch's DataLoader workers upload nothing; the main process
+// does). Available() initialises the runtime too.
 #ifndef PACKREC_GPU_H_
 #define PACKREC_GPU_H_
 

@@ -15,6 +15,14 @@
 //
 // Threading: Next and StartEpoch are called from one consumer thread. Destroying the loader stops
 // its threads promptly (they check between images), mid-epoch included.
+//
+// fork(): a Loader runs threads, and a child process gets none of them: a Loader (or a Batch's
+// pool) must not be used in a child forked while it exists. Make loaders after the fork (as
+// PyTorch's DataLoader workers do with packrec.torch.Dataset); the Reader it reads may come from
+// the parent (reader.h says which readers a child may keep using).
+//
+// Errors: every fallible call returns a Status; none throws, not even when memory runs out
+// (Create returns Internal then).
 #ifndef PACKREC_LOADER_H_
 #define PACKREC_LOADER_H_
 
@@ -65,11 +73,6 @@ enum class LastBatch : std::uint8_t {
   kDrop,   // the last partial global batch is left out (drop_last)
 };
 
-enum class OnBadRecord : std::uint8_t {
-  kRaise,  // Next returns the error, naming the record index and key
-  kSkip,   // the record is left out of its batch (which is then shorter) and counted
-};
-
 struct LoaderOptions {
   std::uint32_t batch_size = 256;
   unsigned threads = 0;                // decoding threads; 0: one per core
@@ -88,7 +91,9 @@ struct LoaderOptions {
   float min_ratio = 3.0f / 4.0f;  // kTrain: aspect ratio (width / height) range
   float max_ratio = 4.0f / 3.0f;
   bool random_flip = true;  // kTrain: flip horizontally with probability 1/2
-  OnBadRecord on_bad_record = OnBadRecord::kRaise;
+  // kFail: Next returns the error, naming the record index and key; kSkip: the record is left
+  // out of its batch (which is then shorter) and counted.
+  OnBadRecord on_bad_record = OnBadRecord::kFail;
   bool pin_memory = true;  // page-locked buffers (cudaHostAlloc) when CUDA is built and present
   DecodeLimits limits;
 };
@@ -193,8 +198,8 @@ class Loader {
   // or when its position does not fall on a global batch of this loader (batch_size x
   // world_size); the message names what differs. The loader is unchanged after an error.
   virtual Status Resume(const LoaderState& state) = 0;
-  // The epoch's next batch, in order; nullptr after its last one. A bad record (kRaise) or a
-  // failure inside a worker is returned here, with the record's index and key.
+  // The epoch's next batch, in order; nullptr after its last one. A bad record (OnBadRecord::kFail)
+  // or a failure inside a worker is returned here, with the record's index and key.
   virtual Result<std::shared_ptr<const Batch>> Next() = 0;
   virtual std::uint64_t batches_per_epoch() const = 0;
   virtual std::uint64_t records_per_epoch() const = 0;  // this rank's
@@ -208,56 +213,6 @@ std::string_view ShuffleModeName(ShuffleMode mode);
 std::string_view LastBatchName(LastBatch mode);
 bool ParseShuffleMode(std::string_view name, ShuffleMode* mode);
 bool ParseLastBatch(std::string_view name, LastBatch* mode);
-
-// One epoch's global sequence, by position, in O(1) time and memory per lookup: shuffles are
-// keyed pseudo-random permutations (a Feistel network over the index bits, cycle-walked into
-// [0, record_count)), not materialised arrays, so a billion-record epoch costs nothing to set up
-// and resuming at any position reads nothing before it.
-class EpochSequence {
- public:
-  EpochSequence(std::uint64_t record_count, const LoaderOptions& options, std::uint64_t epoch);
-  // The dataset's files (kShards assigns them to ranks; the other modes need only the count).
-  EpochSequence(const DatasetInfo& info, const LoaderOptions& options, std::uint64_t epoch);
-
-  std::uint64_t global_batch_size() const { return global_batch_; }
-  // The sequence's length (padding included) and its global batches.
-  std::uint64_t length() const { return length_; }
-  std::uint64_t batches() const { return batches_; }
-  // The record at `position` < length(); positions past the records repeat the epoch's start.
-  std::uint64_t At(std::uint64_t position) const;
-  // The positions [begin, end) of `rank`'s part of global batch `batch`.
-  std::pair<std::uint64_t, std::uint64_t> Slice(std::uint64_t batch, std::uint32_t rank) const;
-  EpochPlan Plan(std::uint32_t rank) const;
-
- private:
-  struct Permutation {
-    std::uint64_t size = 0;
-    std::uint32_t half_bits = 0;
-    std::uint64_t keys[6] = {};
-    std::uint64_t Forward(std::uint64_t index) const;
-    std::uint64_t Inverse(std::uint64_t index) const;
-  };
-  // kShards: each rank's files (first record, cumulative record counts) and its shuffle.
-  struct RankShare {
-    std::vector<std::uint64_t> first_records;
-    std::vector<std::uint64_t> ends;  // cumulative record counts within the share
-    Permutation order;
-  };
-  static Permutation MakePermutation(std::uint64_t size, std::uint64_t key);
-  std::uint64_t Shuffled(std::uint64_t position) const;
-  void AssignShards(const std::vector<DatasetFileInfo>& files);
-  std::uint64_t FromShare(std::uint32_t rank, std::uint64_t index) const;
-
-  std::uint64_t record_count_ = 0;
-  LoaderOptions options_;
-  std::uint64_t epoch_ = 0;
-  std::uint64_t global_batch_ = 0;
-  std::uint64_t length_ = 0;
-  std::uint64_t batches_ = 0;
-  Permutation order_;             // kGlobal: of the records; kWindowed: of the windows
-  std::uint64_t short_slot_ = 0;  // kWindowed: where the last, short window is visited
-  std::shared_ptr<const std::vector<RankShare>> shares_;  // kShards (shared by copies)
-};
 
 // The record indices this rank reads in `epoch`, in order (what the loader reads).
 std::vector<std::uint64_t> EpochOrder(std::uint64_t record_count, const LoaderOptions& options,

@@ -1,10 +1,12 @@
-// Everything public in one include.
+// Everything packrec::packrec links, in one include. The bench (packrec/bench.h) is its own
+// target, packrec::bench; a reader of shard datasets alone needs only packrec/shard.h and
+// packrec::shard.
 #ifndef PACKREC_PACKREC_H_
 #define PACKREC_PACKREC_H_
 
-#include "packrec/bench.h"
 #include "packrec/convert.h"
 #include "packrec/dataset_ops.h"
+#include "packrec/gpu.h"
 #include "packrec/image.h"
 #include "packrec/ingest.h"
 #include "packrec/loader.h"
@@ -13,11 +15,7 @@
 #include "packrec/record.h"
 #include "packrec/status.h"
 #include "packrec/synth.h"
+#include "packrec/version.h"
 #include "packrec/writer.h"
-
-namespace packrec {
-// "0.1.0"
-const char* Version();
-}  // namespace packrec
 
 #endif  // PACKREC_PACKREC_H_

@@ -57,7 +57,7 @@ struct DatasetFileInfo {
 };
 
 struct DatasetInfo {
-  std::string format;  // "shard", ...
+  std::string format;  // its name in the registry (ListFormats, packrec/format.h)
   std::uint32_t format_version = 0;
   std::uint64_t record_count = 0;
   std::uint64_t rejected_count = 0;  // inputs skipped at convert time (--on-error skip)

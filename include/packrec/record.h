@@ -9,6 +9,11 @@
 
 namespace packrec {
 
+// What to do with an input or a record that cannot be used (convert's --on-error, the loader's
+// on_bad_record): fail with its error, or leave it out, count it and go on (convert lists it in
+// rejects.tsv).
+enum class OnBadRecord : std::uint8_t { kFail, kSkip };
+
 // Encoding of a record's payload. Values are stored on disk (docs/formats/shard.md): never
 // renumber.
 enum class Encoding : std::uint8_t {

@@ -33,6 +33,8 @@ enum class SourceFormat {
 // "auto", "folder", "list", "wds", "tfrecord", "recordio", "mds", "caffe-lmdb", "packrec".
 std::string_view SourceFormatName(SourceFormat format);
 Result<SourceFormat> ParseSourceFormat(std::string_view name);
+// Every name ParseSourceFormat takes, in the order above (what --from and from_= offer).
+std::vector<std::string> SourceFormatNames();
 
 // Raw Caffe Datums (pixels, not an encoded image) become PNGs (lossless) or raw RGB records.
 enum class RawPixels { kPng, kRaw };

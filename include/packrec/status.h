@@ -5,6 +5,7 @@
 #define PACKREC_STATUS_H_
 
 #include <cassert>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,6 +29,17 @@ enum class StatusCode : unsigned char {
 };
 
 std::string_view StatusCodeName(StatusCode code);
+
+// What the caller can do about an error, as data: the message says what is wrong, and the CLI and
+// the Python package each word this in their own terms ("pass --overwrite", "overwrite=True").
+enum class Remedy : unsigned char {
+  kNone = 0,
+  kOverwriteToReplace,  // replace what is at the output (WriterOptions::overwrite)
+  kOverwriteToRestart,  // start the conversion again from nothing (WriterOptions::overwrite)
+  kResumeOrOverwrite,   // continue the interrupted conversion (ConvertOptions::resume), or restart
+  kResumeOnceFixed,     // the records so far are kept: fix the cause, then resume the conversion
+  kSkipBadInput,        // leave the bad input out (ConvertOptions::on_error = OnBadRecord::kSkip)
+};
 
 class [[nodiscard]] Status {
  public:
@@ -53,12 +65,29 @@ class [[nodiscard]] Status {
   const std::string& message() const { return message_; }
   // "Corruption: <message>", or "OK".
   std::string ToString() const;
-  // The same status with "<context>: " in front of the message; OK stays OK.
+  // The same status with "<context>: " in front of the message; OK stays OK. Keeps the fields.
   Status WithContext(std::string_view context) const;
+
+  // Where the error is, as data beside the message (which says it in words too), so that callers
+  // need not parse text: the file, the record's global index in its dataset (or its input's
+  // position in a conversion), and the byte offset in the file. Empty / nullopt when unknown.
+  const std::string& path() const { return path_; }
+  std::optional<std::uint64_t> record_index() const { return record_index_; }
+  std::optional<std::uint64_t> byte_offset() const { return byte_offset_; }
+  Remedy remedy() const { return remedy_; }
+  // The same status with a field set (replacing an earlier value); OK stays OK.
+  Status WithPath(std::string path) const;
+  Status WithRecordIndex(std::uint64_t index) const;
+  Status WithByteOffset(std::uint64_t offset) const;
+  Status WithRemedy(Remedy remedy) const;
 
  private:
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
+  std::string path_;
+  std::optional<std::uint64_t> record_index_;
+  std::optional<std::uint64_t> byte_offset_;
+  Remedy remedy_ = Remedy::kNone;
 };
 
 // A value or the Status that explains why there is none.

@@ -5,6 +5,14 @@
 // Durability: nothing is visible as a dataset until Finish returns OK (the manifest is written
 // last, after every data file is fsynced and renamed into place). Replacing an existing dataset
 // (overwrite) writes beside it and swaps at Finish: a failed run leaves the old one intact.
+// Destroying a writer that was neither finished nor aborted aborts it: every file it created is
+// removed (a resumable writer's journal and sealed files too; to keep them for
+// ResumeDatasetWriter, call AbortKeepingCheckpoint first).
+// What stays on disk after a failure is docs/reliability.md's table, per format.
+//
+// fork(): a writer belongs to the process that created it; a child must not use one inherited
+// from its parent (an LMDB environment and HDF5 file handles cannot cross a fork). Writers in
+// several processes at once write different outputs (convert --part), each taking its own lock.
 #ifndef PACKREC_WRITER_H_
 #define PACKREC_WRITER_H_
 
@@ -30,6 +38,18 @@ enum class Compression : std::uint8_t {
   kDeflate = 2,  // hdf5 pixels layout only: HDF5's gzip filter, which h5py reads without plugins
 };
 
+// Compression as the CLI, Python and manifests spell it: "none"; "zstd" or "zstd:LEVEL" (1 to 22);
+// "deflate" or "deflate:LEVEL" (1 to 9). Without a level, the codec's default: zstd 3, deflate 4
+// (and 3 for none, as WriterOptions has it, so that every caller records the same options).
+struct CompressionSetting {
+  Compression codec = Compression::kNone;
+  int level = 3;
+};
+// InvalidArgument naming the accepted forms for anything else.
+Result<CompressionSetting> ParseCompression(std::string_view text);
+// "none", "zstd", "deflate".
+std::string_view CompressionName(Compression codec);
+
 enum class LmdbValues : std::uint8_t {
   kPackrec,     // packrec's value header, the key, the payload (docs/formats/lmdb.md)
   kCaffeDatum,  // caffe.Datum protobufs (encoded = true), which Caffe and DALI's caffe reader read
@@ -41,7 +61,9 @@ enum class Hdf5Layout : std::uint8_t {
 };
 
 struct WriterOptions {
-  std::string format = "shard";
+  // A name from ListFormats() (packrec/format.h). Empty: the first there, packrec's own shard
+  // format. The fields below say which formats take them; the others refuse them when set.
+  std::string format;
   std::uint64_t shard_size_bytes = 256ull << 20;  // target size of one shard file
   std::uint32_t align_bytes = 64;                 // record alignment; a power of two, <= 1 MiB
   Compression compression = Compression::kNone;

@@ -153,6 +153,7 @@ Result<std::unique_ptr<Source>> Source::Open(const fs::path& input) {
   const Status opened = source->OpenReader();
   if (opened.ok()) {
     source->kind_ = source->reader_->info().format;
+    source->locates_records_ = source->reader_->size() > 0 && source->reader_->Locate(0).ok();
     std::error_code error;
     const fs::path dir = fs::is_directory(input, error) ? input : input.parent_path();
     for (const DatasetFileInfo& file : source->reader_->info().files) {
@@ -310,7 +311,7 @@ Result<std::vector<AccessMeasurement>> MeasureAccess(Source& source, const Plan&
         rows.push_back(std::move(row));
       }
     }
-    if (!sequential && source.kind() == "shard" && plan.uring_unavailable.empty()) {
+    if (!sequential && source.locates_records() && plan.uring_unavailable.empty()) {
       PACKREC_RETURN_IF_ERROR(MeasureUring(source, plan, records, probe, progress, rows));
     }
   }

@@ -6,7 +6,8 @@
 #include <thread>
 
 #include "bench/bench_internal.h"
-#include "packrec/packrec.h"
+#include "packrec/format.h"
+#include "packrec/version.h"
 
 namespace packrec {
 namespace bench {
@@ -112,14 +113,15 @@ Result<BenchReport> RunBench(const BenchOptions& options, const BenchProgress& p
   if (!plan.uring_unavailable.empty()) {
     report.notes.push_back("no io_uring rows: " + plan.uring_unavailable);
   } else if (std::none_of(sources.begin(), sources.end(),
-                          [](const auto& source) { return source->kind() == "shard"; })) {
+                          [](const auto& source) { return source->locates_records(); })) {
     report.notes.push_back("io_uring rows are measured for shard datasets only (none given)");
   }
   // The stages run on one dataset: shards first, then any packed dataset, then loose files.
   bench::Source* stage_source = sources.front().get();
-  for (const char* kind : {"shard", "lmdb", "hdf5"}) {
-    const auto found = std::find_if(sources.begin(), sources.end(),
-                                    [&](const auto& source) { return source->kind() == kind; });
+  for (const FormatInfo& format : ListFormats()) {
+    const auto found = std::find_if(sources.begin(), sources.end(), [&](const auto& source) {
+      return format.readable && source->kind() == format.name;
+    });
     if (found != sources.end()) {
       stage_source = found->get();
       break;

@@ -82,7 +82,11 @@ class Source {
  public:
   static Result<std::unique_ptr<Source>> Open(const std::filesystem::path& input);
 
-  const std::string& kind() const { return kind_; }  // "files", "shard", "lmdb", "hdf5"
+  // "files", or the dataset's format (DatasetInfo::format).
+  const std::string& kind() const { return kind_; }
+  // Whether its records lie at known offsets in its files (Reader::Locate: shard datasets), so
+  // that the io_uring rows can read them without the reader.
+  bool locates_records() const { return locates_records_; }
   const std::filesystem::path& path() const { return path_; }
   std::uint64_t size() const;
   // The dataset behind a packed source; null for loose files.
@@ -104,6 +108,7 @@ class Source {
 
  private:
   std::string kind_;
+  bool locates_records_ = false;
   std::filesystem::path path_;
   Status OpenReader();
 

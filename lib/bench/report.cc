@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "packrec/bench.h"
@@ -66,10 +67,24 @@ unsigned MaxThreads(const std::vector<StageMeasurement>& stages, const std::stri
   return threads;
 }
 
-}  // namespace
+struct Candidate {
+  std::string name;
+  double images_per_s;
+};
 
-void AnalyzeBench(const BenchOptions& options, BenchReport& report) {
-  report.findings.clear();
+// What the findings establish, for the recommendation.
+struct Analysis {
+  const AccessMeasurement* best_packed = nullptr;  // the fastest packed source, random order
+  unsigned readers_needed = 0;                     // the fewest readers that reach 90% of its best
+  unsigned threads = 0;                            // the loader's thread count in the stage sweep
+  std::optional<Candidate> slowest;
+  const StageMeasurement* one_thread = nullptr;   // decode+augment on 1 thread
+  const StageMeasurement* all_threads = nullptr;  // ... on `threads`
+  const StageMeasurement* pipeline = nullptr;
+  std::uint32_t prefetch_needed = 0;
+};
+
+void StorageFindings(BenchReport& report) {
   const StorageProbe& storage = report.storage;
   if (storage.ran) {
     report.findings.push_back("storage (" + storage.filesystem +
@@ -85,8 +100,10 @@ void AnalyzeBench(const BenchOptions& options, BenchReport& report) {
                              "filesystem for device figures that describe it");
     }
   }
+}
 
-  // Cold cache: was it really cold?
+// Cold cache: was it really cold?
+void ColdCacheNotes(BenchReport& report) {
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> unevicted;  // source: pages
   for (const AccessMeasurement& row : report.access) {
     if (row.eviction && !row.eviction->verified()) {
@@ -102,8 +119,10 @@ void AnalyzeBench(const BenchOptions& options, BenchReport& report) {
                            " pages stayed resident after eviction (a filesystem that cannot drop "
                            "them, such as tmpfs); its cold figures are partly warm");
   }
+}
 
-  // Formats: random access from a cold cache is what an epoch larger than memory sees.
+// Formats: random access from a cold cache is what an epoch larger than memory sees.
+void FormatFindings(const BenchOptions& options, BenchReport& report, Analysis& analysis) {
   const std::string cache = options.cold_cache ? "cold" : "warm";
   std::map<std::string, const AccessMeasurement*> best_random;
   for (const AccessMeasurement& row : report.access) {
@@ -111,7 +130,7 @@ void AnalyzeBench(const BenchOptions& options, BenchReport& report) {
     const AccessMeasurement*& best = best_random[row.source];
     if (best == nullptr || row.records_per_s > best->records_per_s) best = &row;
   }
-  const AccessMeasurement* best_packed = nullptr;
+  const AccessMeasurement*& best_packed = analysis.best_packed;
   for (const auto& [source, row] : best_random) {
     if (source != "files" &&
         (best_packed == nullptr || row->records_per_s > best_packed->records_per_s)) {
@@ -145,7 +164,7 @@ void AnalyzeBench(const BenchOptions& options, BenchReport& report) {
   }
 
   // Readers: the fewest that reach 90% of the best, for the stage dataset's format.
-  unsigned readers_needed = 0;
+  unsigned& readers_needed = analysis.readers_needed;
   if (best_packed != nullptr) {
     for (const AccessMeasurement& row : report.access) {
       if (row.source == best_packed->source && row.order == "random" && row.cache == cache &&
@@ -155,13 +174,12 @@ void AnalyzeBench(const BenchOptions& options, BenchReport& report) {
       }
     }
   }
+}
 
-  // Stages at the loader's thread count; the slowest one is the bottleneck.
-  const unsigned threads = MaxThreads(report.stages, "decode+augment");
-  struct Candidate {
-    std::string name;
-    double images_per_s;
-  };
+// Stages at the loader's thread count; the slowest one is the bottleneck.
+void StageFindings(BenchReport& report, Analysis& analysis) {
+  analysis.threads = MaxThreads(report.stages, "decode+augment");
+  const unsigned threads = analysis.threads;
   std::vector<Candidate> candidates;
   for (const char* name : {"read", "decode+augment", "collate", "upload"}) {
     const StageMeasurement* stage =
@@ -185,13 +203,20 @@ void AnalyzeBench(const BenchOptions& options, BenchReport& report) {
       candidates.begin(), candidates.end(),
       [](const Candidate& a, const Candidate& b) { return a.images_per_s < b.images_per_s; });
   report.bottleneck = slowest != candidates.end() ? slowest->name : "";
+  if (slowest != candidates.end()) analysis.slowest = *slowest;
   if (!stage_line.empty()) {
     report.findings.push_back(
         "stages alone (images/s; storage = random reads from a cold cache): " + stage_line);
   }
+}
 
-  const StageMeasurement* one_thread = FindStage(report.stages, "decode+augment", 1);
-  const StageMeasurement* all_threads = FindStage(report.stages, "decode+augment", threads);
+// The loader as a whole: scaling, prefetch, and a consumer waiting on it.
+void LoaderFindings(BenchReport& report, Analysis& analysis) {
+  const unsigned threads = analysis.threads;
+  const StageMeasurement* one_thread = analysis.one_thread =
+      FindStage(report.stages, "decode+augment", 1);
+  const StageMeasurement* all_threads = analysis.all_threads =
+      FindStage(report.stages, "decode+augment", threads);
   if (one_thread != nullptr && all_threads != nullptr && threads > 1) {
     report.findings.push_back(
         "decode+augment scales from " + Grouped(one_thread->images_per_s) +
@@ -199,7 +224,7 @@ void AnalyzeBench(const BenchOptions& options, BenchReport& report) {
         std::to_string(threads) + " (" +
         Percent(all_threads->images_per_s / (one_thread->images_per_s * threads)) + " of linear)");
   }
-  const StageMeasurement* pipeline = FindStage(report.stages, "pipeline", 0);
+  const StageMeasurement* pipeline = analysis.pipeline = FindStage(report.stages, "pipeline", 0);
   std::uint32_t prefetch_needed = 0;
   double best_prefetch = 0;
   for (const StageMeasurement& stage : report.stages) {
@@ -211,15 +236,14 @@ void AnalyzeBench(const BenchOptions& options, BenchReport& report) {
       prefetch_needed = stage.prefetch_batches;
     }
   }
-  const double rate = options.consumer_images_per_s;
   if (pipeline != nullptr) {
     std::string line = "the whole loader: " + Grouped(pipeline->images_per_s) + " images/s on " +
                        std::to_string(pipeline->threads) + " threads (batch " +
                        std::to_string(pipeline->batch_size) + ", prefetch " +
                        std::to_string(pipeline->prefetch_batches) + ")";
-    if (slowest != candidates.end() && slowest->images_per_s > 0) {
-      line +=
-          ", " + Percent(pipeline->images_per_s / slowest->images_per_s) + " of its slowest stage";
+    if (analysis.slowest && analysis.slowest->images_per_s > 0) {
+      line += ", " + Percent(pipeline->images_per_s / analysis.slowest->images_per_s) +
+              " of its slowest stage";
     }
     report.findings.push_back(line);
   }
@@ -230,19 +254,27 @@ void AnalyzeBench(const BenchOptions& options, BenchReport& report) {
                               " of its time for data (" + Grouped(s.delivered_images_per_s) +
                               " images/s delivered)");
   }
+  analysis.prefetch_needed = prefetch_needed;
+}
 
-  // The recommendation.
+std::string Recommendation(const BenchOptions& options, const BenchReport& report,
+                           const Analysis& analysis) {
+  const double rate = options.consumer_images_per_s;
+  const StageMeasurement* pipeline = analysis.pipeline;
+  const StageMeasurement* one_thread = analysis.one_thread;
+  const StageMeasurement* all_threads = analysis.all_threads;
+  const unsigned threads = analysis.threads;
   std::vector<std::string> advice;
-  const double delivered = pipeline != nullptr           ? pipeline->images_per_s
-                           : slowest != candidates.end() ? slowest->images_per_s
-                                                         : 0;
+  const double delivered = pipeline != nullptr ? pipeline->images_per_s
+                           : analysis.slowest  ? analysis.slowest->images_per_s
+                                               : 0;
   if (delivered > 0) {
     advice.push_back(std::string(delivered >= rate ? "fast enough" : "not fast enough") + ": " +
                      Grouped(delivered) + " images/s delivered for a consumer of " + Grouped(rate));
   }
   if (!report.bottleneck.empty()) {
-    advice.push_back(report.bottleneck + " is the limit at " + Grouped(slowest->images_per_s) +
-                     " images/s");
+    advice.push_back(report.bottleneck + " is the limit at " +
+                     Grouped(analysis.slowest->images_per_s) + " images/s");
   }
   if (one_thread != nullptr && one_thread->images_per_s > 0) {
     const double per_thread = all_threads != nullptr && threads > 0
@@ -260,36 +292,38 @@ void AnalyzeBench(const BenchOptions& options, BenchReport& report) {
                        " (the fewest that keep up)");
     }
   }
-  if (best_packed != nullptr) {
-    advice.push_back(best_packed->source + " format" +
-                     (readers_needed > 0 ? " with " + std::to_string(readers_needed) + " readers"
-                                         : std::string()));
+  if (analysis.best_packed != nullptr) {
+    advice.push_back(analysis.best_packed->source + " format" +
+                     (analysis.readers_needed > 0
+                          ? " with " + std::to_string(analysis.readers_needed) + " readers"
+                          : std::string()));
   }
-  if (prefetch_needed > 0) advice.push_back("prefetch " + std::to_string(prefetch_needed));
+  if (analysis.prefetch_needed > 0) {
+    advice.push_back("prefetch " + std::to_string(analysis.prefetch_needed));
+  }
   std::string recommendation;
   for (const std::string& part : advice) {
     recommendation += (recommendation.empty() ? "" : "; ") + part;
   }
-  report.recommendation = recommendation;
+  return recommendation;
 }
 
-std::string BenchReportJson(const BenchReport& report) {
-  json out;
-  out["schema"] = "packrec-bench/1";
-  out["packrec_version"] = report.packrec_version;
-  out["started_at"] = report.started_at;
-  out["mode"] = report.mode;
-  out["seconds"] = report.seconds;
-  const MachineInfo& m = report.machine;
-  out["machine"] = {{"cpu_model", m.cpu_model},
-                    {"cores", m.cores},
-                    {"memory_bytes", m.memory_bytes},
-                    {"kernel", m.kernel},
-                    {"data_path", m.data_path},
-                    {"data_filesystem", m.data_filesystem},
-                    {"data_device", m.data_device},
-                    {"data_device_kind", m.data_device_kind},
-                    {"gpu", m.gpu}};
+}  // namespace
+
+void AnalyzeBench(const BenchOptions& options, BenchReport& report) {
+  report.findings.clear();
+  Analysis analysis;
+  StorageFindings(report);
+  ColdCacheNotes(report);
+  FormatFindings(options, report, analysis);
+  StageFindings(report, analysis);
+  LoaderFindings(report, analysis);
+  report.recommendation = Recommendation(options, report, analysis);
+}
+
+namespace {
+
+json StorageJson(const BenchReport& report) {
   const StorageProbe& s = report.storage;
   json storage = {{"ran", s.ran}};
   if (s.ran) {
@@ -308,7 +342,10 @@ std::string BenchReportJson(const BenchReport& report) {
   } else {
     storage["skipped"] = s.skipped;
   }
-  out["storage"] = std::move(storage);
+  return storage;
+}
+
+json AccessJson(const BenchReport& report) {
   json access = json::array();
   for (const AccessMeasurement& row : report.access) {
     json item = {{"source", row.source},
@@ -337,7 +374,30 @@ std::string BenchReportJson(const BenchReport& report) {
     }
     access.push_back(std::move(item));
   }
-  out["access"] = std::move(access);
+  return access;
+}
+
+}  // namespace
+
+std::string BenchReportJson(const BenchReport& report) {
+  json out;
+  out["schema"] = "packrec-bench/1";
+  out["packrec_version"] = report.packrec_version;
+  out["started_at"] = report.started_at;
+  out["mode"] = report.mode;
+  out["seconds"] = report.seconds;
+  const MachineInfo& m = report.machine;
+  out["machine"] = {{"cpu_model", m.cpu_model},
+                    {"cores", m.cores},
+                    {"memory_bytes", m.memory_bytes},
+                    {"kernel", m.kernel},
+                    {"data_path", m.data_path},
+                    {"data_filesystem", m.data_filesystem},
+                    {"data_device", m.data_device},
+                    {"data_device_kind", m.data_device_kind},
+                    {"gpu", m.gpu}};
+  out["storage"] = StorageJson(report);
+  out["access"] = AccessJson(report);
   out["stage_source"] = report.stage_source;
   json stages = json::array();
   for (const StageMeasurement& stage : report.stages) {
@@ -413,15 +473,9 @@ class Table {
 
 }  // namespace
 
-std::string BenchReportTable(const BenchReport& report) {
-  std::ostringstream out;
-  const MachineInfo& m = report.machine;
-  out << "packrec bench (" << report.mode << ", " << Fixed(report.seconds, 1)
-      << " s): " << m.cpu_model << ", " << m.cores << " cores, "
-      << Fixed(static_cast<double>(m.memory_bytes) / (1 << 30), 1) << " GiB; data on "
-      << m.data_filesystem << " (" << m.data_device << ", " << m.data_device_kind
-      << "); GPU: " << m.gpu << "\n\n";
+namespace {
 
+void StorageTable(const BenchReport& report, std::ostringstream& out) {
   const StorageProbe& s = report.storage;
   out << "storage probe";
   if (s.ran) {
@@ -437,7 +491,9 @@ std::string BenchReportTable(const BenchReport& report) {
   } else {
     out << ": " << s.skipped << "\n";
   }
+}
 
+void AccessTable(const BenchReport& report, std::ostringstream& out) {
   out << "\naccess patterns (checksums off; share = of the probe's sequential bandwidth)\n";
   Table access({"source", "order", "cache", "readers", "records/s", "MB/s", "share",
                 "resident after eviction"});
@@ -454,7 +510,9 @@ std::string BenchReportTable(const BenchReport& report) {
                 row.device_bandwidth_share ? Percent(*row.device_bandwidth_share) : "-", resident});
   }
   out << access.Render();
+}
 
+void StageTables(const BenchReport& report, std::ostringstream& out) {
   out << "\nloader stages on " << report.stage_source << " (images/s)\n";
   Table stages({"stage", "threads", "batch", "prefetch", "images/s", "note"});
   for (const StageMeasurement& stage : report.stages) {
@@ -480,6 +538,21 @@ std::string BenchReportTable(const BenchReport& report) {
   } else {
     out << "  (GPU rows skipped)\n";
   }
+}
+
+}  // namespace
+
+std::string BenchReportTable(const BenchReport& report) {
+  std::ostringstream out;
+  const MachineInfo& m = report.machine;
+  out << "packrec bench (" << report.mode << ", " << Fixed(report.seconds, 1)
+      << " s): " << m.cpu_model << ", " << m.cores << " cores, "
+      << Fixed(static_cast<double>(m.memory_bytes) / (1 << 30), 1) << " GiB; data on "
+      << m.data_filesystem << " (" << m.data_device << ", " << m.data_device_kind
+      << "); GPU: " << m.gpu << "\n\n";
+  StorageTable(report, out);
+  AccessTable(report, out);
+  StageTables(report, out);
   if (report.starvation) {
     const StarvationMeasurement& st = *report.starvation;
     out << "\nstarvation: a consumer at " << Grouped(st.consumer_images_per_s)

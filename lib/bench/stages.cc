@@ -183,198 +183,227 @@ Status MeasureUploads(const Plan& plan, BenchReport& report, const BenchProgress
   return Status::OK();
 }
 
-}  // namespace
+// A whole image decoded at full size into `state` (sized for the largest of the sample).
+Status DecodeFull(const SampleImage& image, DecodeState& state) {
+  DecodeRequest request;
+  request.out_width = image.width;
+  request.out_height = image.height;
+  return DecodeInto(image.encoded, request,
+                    std::span(state.out).first(std::size_t{image.width} * image.height * 3),
+                    state.scratch);
+}
 
-Status MeasureStages(const Source& source, const Plan& plan, BenchReport& report,
-                     const BenchProgress& progress) {
-  report.stage_source = source.path().string();
-  const unsigned threads = plan.threads;
-  const std::uint32_t batch = plan.options.batch_size;
-  const std::uint32_t size = plan.options.output_size;
-  const std::size_t image_bytes = std::size_t{size} * size * 3;
+// What the decode-side stages work on: the sampled records' encoded bytes, in memory, and the
+// settings they share.
+struct DecodeSample {
+  std::vector<SampleImage> images;
+  std::uint32_t max_width = 0;
+  std::uint32_t max_height = 0;
+  LoaderOptions train;
+  std::uint64_t max_images = 0;
+  std::uint32_t size = 0;  // the output side
+};
 
-  if (progress) progress("stage read: random, warm, " + std::to_string(threads) + " threads");
-  const std::vector<std::uint64_t> records =
-      RandomRecords(source.size(), plan.max_records, 0x57a9e);
+// Stage "read": random records of `source`, warm, on the plan's threads. Returns the records.
+Result<std::vector<std::uint64_t>> MeasureRead(const Source& source, const Plan& plan,
+                                               BenchReport& report, const BenchProgress& progress) {
+  if (progress) progress("stage read: random, warm, " + std::to_string(plan.threads) + " threads");
+  std::vector<std::uint64_t> records = RandomRecords(source.size(), plan.max_records, 0x57a9e);
   PACKREC_RETURN_IF_ERROR(ReadRecords(source, records, false, 1, 1e9).status());  // warm
   PACKREC_ASSIGN_OR_RETURN(const IoCount read,
-                           ReadRecords(source, records, false, threads, plan.max_seconds));
-  report.stages.push_back(Stage("read", threads, read.requests, read.seconds));
+                           ReadRecords(source, records, false, plan.threads, plan.max_seconds));
+  report.stages.push_back(Stage("read", plan.threads, read.requests, read.seconds));
+  return records;
+}
 
-  // The sample the decode-side stages work on, in memory.
-  std::vector<SampleImage> sample;
+// The decodable images among `records`, up to the plan's sample size (the rest noted).
+Result<DecodeSample> SampleImages(const Source& source, const std::vector<std::uint64_t>& records,
+                                  const Plan& plan, BenchReport& report) {
+  DecodeSample sample;
   std::uint64_t undecodable = 0;
-  for (std::size_t i = 0; i < records.size() && sample.size() < plan.sample_images; ++i) {
+  for (std::size_t i = 0; i < records.size() && sample.images.size() < plan.sample_images; ++i) {
     PACKREC_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, source.Copy(records[i]));
     Result<ImageInfo> header = ReadImageSize(bytes);
     if (!header.ok()) {
       ++undecodable;
       continue;
     }
-    sample.push_back({std::move(bytes), records[i], header->width, header->height});
+    sample.images.push_back({std::move(bytes), records[i], header->width, header->height});
+    sample.max_width = std::max(sample.max_width, header->width);
+    sample.max_height = std::max(sample.max_height, header->height);
   }
   if (undecodable > 0) {
     report.notes.push_back(std::to_string(undecodable) +
                            " sampled records are not decodable images and were left out of the "
                            "decode stages");
   }
-  if (sample.empty()) {
-    report.notes.push_back("no decodable image in " + source.path().string() +
-                           ": decode stages skipped");
-    return Status::OK();
-  }
-  std::uint32_t max_w = 0, max_h = 0;
-  for (const SampleImage& image : sample) {
-    max_w = std::max(max_w, image.width);
-    max_h = std::max(max_h, image.height);
-  }
-  const LoaderOptions train = TrainOptions(plan, threads, batch, plan.options.prefetch_batches);
-  const std::uint64_t max_images = std::max<std::uint64_t>(plan.max_records, sample.size());
+  sample.train =
+      TrainOptions(plan, plan.threads, plan.options.batch_size, plan.options.prefetch_batches);
+  sample.max_images = std::max<std::uint64_t>(plan.max_records, sample.images.size());
+  sample.size = plan.options.output_size;
+  return sample;
+}
 
+// Stages "decode" (whole images) and "decode+augment" (the region decode the loader does), at
+// each thread count of the plan's sweep.
+Status MeasureDecode(const DecodeSample& sample, const Plan& plan, BenchReport& report,
+                     const BenchProgress& progress) {
+  const std::uint32_t size = sample.size;
   const auto full_state = [&] {
-    return DecodeState{{}, std::vector<std::uint8_t>(std::size_t{max_w} * max_h * 3)};
+    return DecodeState{
+        {}, std::vector<std::uint8_t>(std::size_t{sample.max_width} * sample.max_height * 3)};
   };
   const auto decode_full = [&](std::size_t i, DecodeState& state) {
-    DecodeRequest request;
-    request.out_width = sample[i].width;
-    request.out_height = sample[i].height;
-    return DecodeInto(
-        sample[i].encoded, request,
-        std::span(state.out).first(std::size_t{sample[i].width} * sample[i].height * 3),
-        state.scratch);
+    return DecodeFull(sample.images[i], state);
   };
-  const auto fused_state = [&] { return DecodeState{{}, std::vector<std::uint8_t>(image_bytes)}; };
+  const auto fused_state = [&] {
+    return DecodeState{{}, std::vector<std::uint8_t>(std::size_t{size} * size * 3)};
+  };
   const auto decode_fused = [&](std::size_t i, DecodeState& state) {
     bool flip = false;
     DecodeRequest request;
     request.out_width = request.out_height = size;
     request.region = [&](std::uint32_t w, std::uint32_t h) {
-      return TrainRegion(w, h, train, 0, sample[i].record, &flip);
+      return TrainRegion(w, h, sample.train, 0, sample.images[i].record, &flip);
     };
-    PACKREC_RETURN_IF_ERROR(DecodeInto(sample[i].encoded, request, state.out, state.scratch));
+    PACKREC_RETURN_IF_ERROR(
+        DecodeInto(sample.images[i].encoded, request, state.out, state.scratch));
     if (flip) FlipHorizontal(state.out, size, size);
     return Status::OK();
   };
+  const std::size_t count = sample.images.size();
   for (const unsigned t : plan.decode_threads) {
     if (progress) progress("stage decode: " + std::to_string(t) + " threads");
     PACKREC_ASSIGN_OR_RETURN(StageMeasurement full,
-                             RunOnSample("decode", sample.size(), t, max_images, plan.max_seconds,
+                             RunOnSample("decode", count, t, sample.max_images, plan.max_seconds,
                                          full_state, decode_full));
     full.sweep = "threads";
     full.note = "whole image at full size";
     report.stages.push_back(full);
     PACKREC_ASSIGN_OR_RETURN(StageMeasurement fused,
-                             RunOnSample("decode+augment", sample.size(), t, max_images,
+                             RunOnSample("decode+augment", count, t, sample.max_images,
                                          plan.max_seconds, fused_state, decode_fused));
     fused.sweep = "threads";
     fused.note = "RandomResizedCrop region decoded at the smallest DCT scale, resized, flipped";
     report.stages.push_back(fused);
   }
+  return Status::OK();
+}
 
-  // Augment alone: crop + resize + flip of pixels decoded beforehand (what a pipeline that
-  // decodes whole images pays on top of the decode).
-  if (progress) progress("stage augment: " + std::to_string(threads) + " threads");
+// Stage "augment" alone: crop + resize + flip of pixels decoded beforehand (what a pipeline that
+// decodes whole images pays on top of the decode).
+Status MeasureAugment(const DecodeSample& sample, const Plan& plan, BenchReport& report,
+                      const BenchProgress& progress) {
+  if (progress) progress("stage augment: " + std::to_string(plan.threads) + " threads");
+  const std::uint32_t size = sample.size;
   std::vector<std::vector<std::uint8_t>> decoded;
-  {
-    DecodeState state = full_state();
-    for (std::size_t i = 0; i < std::min<std::size_t>(sample.size(), 64); ++i) {
-      PACKREC_RETURN_IF_ERROR(decode_full(i, state));
-      decoded.emplace_back(state.out.begin(),
-                           state.out.begin() + std::size_t{sample[i].width} * sample[i].height * 3);
-    }
+  DecodeState state{
+      {}, std::vector<std::uint8_t>(std::size_t{sample.max_width} * sample.max_height * 3)};
+  for (std::size_t i = 0; i < std::min<std::size_t>(sample.images.size(), 64); ++i) {
+    const SampleImage& image = sample.images[i];
+    PACKREC_RETURN_IF_ERROR(DecodeFull(image, state));
+    const std::uint8_t* pixels = state.out.data();
+    decoded.emplace_back(pixels, pixels + std::size_t{image.width} * image.height * 3);
   }
-  PACKREC_ASSIGN_OR_RETURN(StageMeasurement augment,
-                           RunOnSample(
-                               "augment", decoded.size(), threads, max_images, plan.max_seconds,
-                               [&] { return std::vector<std::uint8_t>(image_bytes); },
-                               [&](std::size_t i, std::vector<std::uint8_t>& out) {
-                                 bool flip = false;
-                                 const SampleImage& image = sample[i];
-                                 const Rect region = TrainRegion(image.width, image.height, train,
-                                                                 0, image.record, &flip);
-                                 const std::size_t stride = std::size_t{image.width} * 3;
-                                 PACKREC_RETURN_IF_ERROR(ResizeRgb(
-                                     decoded[i].data() + region.y * stride + region.x * 3,
-                                     region.width, region.height, stride, out.data(), size, size));
-                                 if (flip) FlipHorizontal(out, size, size);
-                                 return Status::OK();
-                               }));
+  const auto augment_one = [&](std::size_t i, std::vector<std::uint8_t>& out) {
+    bool flip = false;
+    const SampleImage& image = sample.images[i];
+    const Rect region =
+        TrainRegion(image.width, image.height, sample.train, 0, image.record, &flip);
+    const std::size_t stride = std::size_t{image.width} * 3;
+    PACKREC_RETURN_IF_ERROR(ResizeRgb(decoded[i].data() + region.y * stride + region.x * 3,
+                                      region.width, region.height, stride, out.data(), size, size));
+    if (flip) FlipHorizontal(out, size, size);
+    return Status::OK();
+  };
+  PACKREC_ASSIGN_OR_RETURN(
+      StageMeasurement augment,
+      RunOnSample(
+          "augment", decoded.size(), plan.threads, sample.max_images, plan.max_seconds,
+          [&] { return std::vector<std::uint8_t>(std::size_t{size} * size * 3); }, augment_one));
   augment.note = "RandomResizedCrop + flip of decoded pixels";
   report.stages.push_back(augment);
+  return Status::OK();
+}
 
-  // Collate: copying finished images into a batch, as a collate_fn does (packrec's loader decodes
-  // straight into the batch buffer and skips this copy).
+// Stage "collate": copying finished images into a batch, as a collate_fn does (packrec's loader
+// decodes straight into the batch buffer and skips this copy).
+void MeasureCollate(const Plan& plan, BenchReport& report, const BenchProgress& progress) {
+  const std::uint32_t batch = plan.options.batch_size;
+  const std::size_t image_bytes =
+      std::size_t{plan.options.output_size} * plan.options.output_size * 3;
   if (progress) progress("stage collate: batches of " + std::to_string(batch));
-  {
-    std::vector<std::uint8_t> image(image_bytes, 7), batch_buffer(image_bytes * batch);
-    std::vector<std::int64_t> labels(batch);
-    const Deadline deadline(plan.max_seconds);
-    std::uint64_t images = 0;
-    const auto start = Clock::now();
-    while (!deadline.passed() || images == 0) {
-      for (std::uint32_t i = 0; i < batch; ++i) {
-        std::memcpy(batch_buffer.data() + i * image_bytes, image.data(), image_bytes);
-        labels[i] = static_cast<std::int64_t>(i);
-      }
-      images += batch;
-      image[images % image_bytes] = batch_buffer[images % batch_buffer.size()];
+  std::vector<std::uint8_t> image(image_bytes, 7), batch_buffer(image_bytes * batch);
+  std::vector<std::int64_t> labels(batch);
+  const Deadline deadline(plan.max_seconds);
+  std::uint64_t images = 0;
+  const auto start = Clock::now();
+  while (!deadline.passed() || images == 0) {
+    for (std::uint32_t i = 0; i < batch; ++i) {
+      std::memcpy(batch_buffer.data() + i * image_bytes, image.data(), image_bytes);
+      labels[i] = static_cast<std::int64_t>(i);
     }
-    StageMeasurement collate = Stage("collate", 1, images, SecondsSince(start));
-    collate.batch_size = batch;
-    collate.note = "one thread copying images into a batch (the loader decodes in place instead)";
-    report.stages.push_back(collate);
+    images += batch;
+    image[images % image_bytes] = batch_buffer[images % batch_buffer.size()];
   }
+  StageMeasurement collate = Stage("collate", 1, images, SecondsSince(start));
+  collate.batch_size = batch;
+  collate.note = "one thread copying images into a batch (the loader decodes in place instead)";
+  report.stages.push_back(collate);
+}
 
-  // GPU upload, alone.
-  std::string why;
-  std::unique_ptr<GpuUploader> uploader;
-  if (cuda::DeviceCount() > plan.options.cuda_device) {
-    report.gpu_status = "ok: " + cuda::DeviceName(plan.options.cuda_device);
-    PACKREC_RETURN_IF_ERROR(MeasureUploads(plan, report, progress));
-    for (const UploadMeasurement& row : report.upload) {
-      if (row.pinned && row.async && row.batch_size == batch) {
-        StageMeasurement upload = Stage("upload", 1, std::uint64_t{batch},
-                                        static_cast<double>(row.bytes) / (row.gb_per_s * 1e9));
-        upload.batch_size = batch;
-        upload.note = "pinned, cudaMemcpyAsync";
-        report.stages.push_back(upload);
-      }
-    }
-    GpuUploaderOptions gpu_options;
-    gpu_options.device = plan.options.cuda_device;
-    Result<std::unique_ptr<GpuUploader>> made = GpuUploader::Create(gpu_options);
-    if (made.ok()) uploader = std::move(made).value();
-  } else {
+// GPU upload alone, when there is a device: the upload rows, the "upload" stage, and an
+// uploader for the pipeline with upload (null without a device).
+Result<std::unique_ptr<GpuUploader>> MeasureGpu(const Plan& plan, BenchReport& report,
+                                                const BenchProgress& progress) {
+  if (cuda::DeviceCount() <= plan.options.cuda_device) {
     report.gpu_status = "no CUDA device: " + cuda::Unavailable();
+    return std::unique_ptr<GpuUploader>();
   }
+  const std::uint32_t batch = plan.options.batch_size;
+  report.gpu_status = "ok: " + cuda::DeviceName(plan.options.cuda_device);
+  PACKREC_RETURN_IF_ERROR(MeasureUploads(plan, report, progress));
+  for (const UploadMeasurement& row : report.upload) {
+    if (row.pinned && row.async && row.batch_size == batch) {
+      StageMeasurement upload = Stage("upload", 1, std::uint64_t{batch},
+                                      static_cast<double>(row.bytes) / (row.gb_per_s * 1e9));
+      upload.batch_size = batch;
+      upload.note = "pinned, cudaMemcpyAsync";
+      report.stages.push_back(upload);
+    }
+  }
+  GpuUploaderOptions gpu_options;
+  gpu_options.device = plan.options.cuda_device;
+  Result<std::unique_ptr<GpuUploader>> made = GpuUploader::Create(gpu_options);
+  if (!made.ok()) return std::unique_ptr<GpuUploader>();
+  return std::move(made).value();
+}
 
-  if (source.reader() == nullptr) {
-    report.notes.push_back("the loader's pipeline runs on packed datasets: convert " +
-                           source.path().string() + " to measure it");
-    return Status::OK();
-  }
+// The Loader itself: alone, with the upload, over the batch-size and prefetch sweeps, and a
+// consumer of the plan's speed waiting on it.
+Status MeasurePipeline(const Source& source, const Plan& plan, GpuUploader* uploader,
+                       BenchReport& report, const BenchProgress& progress) {
+  const unsigned threads = plan.threads;
+  const std::uint32_t batch = plan.options.batch_size;
+  const std::uint32_t prefetch = plan.options.prefetch_batches;
   if (progress) progress("pipeline: the Loader, " + std::to_string(threads) + " threads");
   // One untimed run first: the first Loader of a process pays for faulting in fresh batch
   // buffers and the allocator's first growth (the same settings measured 30-45% slower the first
   // time), which a training job pays once, not per epoch.
-  PACKREC_RETURN_IF_ERROR(
-      RunPipeline(source, plan, threads, batch, plan.options.prefetch_batches, nullptr).status());
-  PACKREC_ASSIGN_OR_RETURN(
-      StageMeasurement pipeline,
-      RunPipeline(source, plan, threads, batch, plan.options.prefetch_batches, nullptr));
+  PACKREC_RETURN_IF_ERROR(RunPipeline(source, plan, threads, batch, prefetch, nullptr).status());
+  PACKREC_ASSIGN_OR_RETURN(StageMeasurement pipeline,
+                           RunPipeline(source, plan, threads, batch, prefetch, nullptr));
   report.stages.push_back(pipeline);
   if (uploader != nullptr) {
     if (progress) progress("pipeline + upload to the GPU");
-    PACKREC_ASSIGN_OR_RETURN(
-        StageMeasurement with_upload,
-        RunPipeline(source, plan, threads, batch, plan.options.prefetch_batches, uploader.get()));
+    PACKREC_ASSIGN_OR_RETURN(StageMeasurement with_upload,
+                             RunPipeline(source, plan, threads, batch, prefetch, uploader));
     report.stages.push_back(with_upload);
   }
   for (const std::uint32_t b : plan.batch_sizes) {
     if (progress) progress("pipeline sweep: batch size " + std::to_string(b));
-    PACKREC_ASSIGN_OR_RETURN(
-        StageMeasurement point,
-        RunPipeline(source, plan, threads, b, plan.options.prefetch_batches, nullptr));
+    PACKREC_ASSIGN_OR_RETURN(StageMeasurement point,
+                             RunPipeline(source, plan, threads, b, prefetch, nullptr));
     point.sweep = "batch_size";
     report.stages.push_back(point);
   }
@@ -391,6 +420,32 @@ Status MeasureStages(const Source& source, const Plan& plan, BenchReport& report
   }
   PACKREC_ASSIGN_OR_RETURN(report.starvation, MeasureStarvation(source, plan));
   return Status::OK();
+}
+
+}  // namespace
+
+Status MeasureStages(const Source& source, const Plan& plan, BenchReport& report,
+                     const BenchProgress& progress) {
+  report.stage_source = source.path().string();
+  PACKREC_ASSIGN_OR_RETURN(const std::vector<std::uint64_t> records,
+                           MeasureRead(source, plan, report, progress));
+  PACKREC_ASSIGN_OR_RETURN(const DecodeSample sample, SampleImages(source, records, plan, report));
+  if (sample.images.empty()) {
+    report.notes.push_back("no decodable image in " + source.path().string() +
+                           ": decode stages skipped");
+    return Status::OK();
+  }
+  PACKREC_RETURN_IF_ERROR(MeasureDecode(sample, plan, report, progress));
+  PACKREC_RETURN_IF_ERROR(MeasureAugment(sample, plan, report, progress));
+  MeasureCollate(plan, report, progress);
+  PACKREC_ASSIGN_OR_RETURN(const std::unique_ptr<GpuUploader> uploader,
+                           MeasureGpu(plan, report, progress));
+  if (source.reader() == nullptr) {
+    report.notes.push_back("the loader's pipeline runs on packed datasets: convert " +
+                           source.path().string() + " to measure it");
+    return Status::OK();
+  }
+  return MeasurePipeline(source, plan, uploader.get(), report, progress);
 }
 
 }  // namespace packrec::bench

@@ -89,6 +89,92 @@ std::uint64_t RandomOffset(SplitMix64& random, std::uint64_t blocks) {
   return random.Below(blocks) * kRandomBlock;
 }
 
+// Reads the whole scratch file in 1 MiB blocks; MB/s.
+Result<double> SequentialRead(const fs::path& path, std::uint64_t bytes, bool direct) {
+  const ScopedFd fd(OpenForReading(path, direct));
+  if (fd.get() < 0) return ErrnoStatus("open", path, errno);
+  AlignedBuffer buffer = AllocateAligned(kSequentialBlock);
+  const auto start = Clock::now();
+  std::uint64_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = ::pread(fd.get(), buffer.get(), kSequentialBlock, static_cast<off_t>(done));
+    if (n <= 0) return ErrnoStatus("read", path, n < 0 ? errno : EIO);
+    done += static_cast<std::uint64_t>(n);
+  }
+  return static_cast<double>(done) / 1e6 / SecondsSince(start);
+}
+
+// Random 4 KiB reads, one in flight, for `seconds`; IOPS.
+Result<double> RandomReadsDepth1(const fs::path& path, std::uint64_t blocks, bool direct,
+                                 double seconds) {
+  const ScopedFd fd(OpenForReading(path, direct));
+  if (fd.get() < 0) return ErrnoStatus("open", path, errno);
+  if (!direct) ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_RANDOM);
+  AlignedBuffer buffer = AllocateAligned(kRandomBlock);
+  SplitMix64 random(1);
+  std::uint64_t reads = 0;
+  const Deadline deadline(seconds);
+  const auto start = Clock::now();
+  while (!deadline.passed()) {
+    const off_t offset = static_cast<off_t>(RandomOffset(random, blocks));
+    if (::pread(fd.get(), buffer.get(), kRandomBlock, offset) != kRandomBlock) {
+      return ErrnoStatus("read", path, errno);
+    }
+    ++reads;
+  }
+  return static_cast<double>(reads) / SecondsSince(start);
+}
+
+// The same `requests`, kRandomDepth threads of blocking reads (without io_uring); IOPS.
+Result<double> RandomReadsOnThreads(const fs::path& path, int fd,
+                                    const std::vector<IoRequest>& requests, double seconds) {
+  std::atomic<std::uint64_t> next{0};
+  std::atomic<bool> failed{false};
+  const Deadline deadline(seconds);
+  const auto start = Clock::now();
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < kRandomDepth; ++t) {
+    threads.emplace_back([&] {
+      AlignedBuffer buffer = AllocateAligned(kRandomBlock);
+      for (std::uint64_t i; !deadline.passed() && (i = next.fetch_add(1)) < requests.size();) {
+        if (::pread(fd, buffer.get(), kRandomBlock, static_cast<off_t>(requests[i].offset)) !=
+            kRandomBlock) {
+          failed = true;
+          return;
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  if (failed) return Status::IOError("read " + path.string() + " failed");
+  return static_cast<double>(std::min<std::uint64_t>(next, requests.size())) / SecondsSince(start);
+}
+
+// Random 4 KiB reads, kRandomDepth in flight (io_uring, else threads), for `seconds`.
+Status RandomReadsDeep(const fs::path& path, std::uint64_t blocks, double seconds,
+                       StorageProbe& probe) {
+  probe.random_depth = kRandomDepth;
+  const ScopedFd fd(OpenForReading(path, probe.direct_io));
+  if (fd.get() < 0) return ErrnoStatus("open", path, errno);
+  if (!probe.direct_io) ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_RANDOM);
+  SplitMix64 random(2);
+  // Enough requests for the time given at any plausible rate; the deadline stops it.
+  std::vector<IoRequest> requests(std::min<std::uint64_t>(4'000'000, blocks * 4));
+  for (IoRequest& request : requests) {
+    request = {fd.get(), RandomOffset(random, blocks), kRandomBlock};
+  }
+  Result<IoCount> ring = UringRead(requests, kRandomDepth, Deadline(seconds));
+  if (ring.ok()) {
+    probe.random_engine = "io_uring";
+    probe.random_iops = static_cast<double>(ring->requests) / ring->seconds;
+    return Status::OK();
+  }
+  probe.random_engine = "threads";
+  PACKREC_ASSIGN_OR_RETURN(probe.random_iops,
+                           RandomReadsOnThreads(path, fd.get(), requests, seconds));
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<StorageProbe> ProbeStorage(const Plan& plan, const fs::path& data_path,
@@ -126,85 +212,19 @@ Result<StorageProbe> ProbeStorage(const Plan& plan, const fs::path& data_path,
 
   if (progress) progress("storage probe: sequential read, 1 MiB blocks");
   PACKREC_RETURN_IF_ERROR(evict());
-  {
-    const ScopedFd fd(OpenForReading(scratch.path(), probe.direct_io));
-    if (fd.get() < 0) return ErrnoStatus("open", scratch.path(), errno);
-    AlignedBuffer buffer = AllocateAligned(kSequentialBlock);
-    const auto start = Clock::now();
-    std::uint64_t done = 0;
-    while (done < bytes) {
-      const ssize_t n = ::pread(fd.get(), buffer.get(), kSequentialBlock, static_cast<off_t>(done));
-      if (n <= 0) return ErrnoStatus("read", scratch.path(), n < 0 ? errno : EIO);
-      done += static_cast<std::uint64_t>(n);
-    }
-    probe.sequential_mb_per_s = static_cast<double>(done) / 1e6 / SecondsSince(start);
-  }
+  PACKREC_ASSIGN_OR_RETURN(probe.sequential_mb_per_s,
+                           SequentialRead(scratch.path(), bytes, probe.direct_io));
 
   const std::uint64_t blocks = bytes / kRandomBlock;
   const double seconds = plan.options.quick ? 1.0 : 3.0;
   if (progress) progress("storage probe: random 4 KiB reads, 1 in flight");
   PACKREC_RETURN_IF_ERROR(evict());
-  {
-    const ScopedFd fd(OpenForReading(scratch.path(), probe.direct_io));
-    if (fd.get() < 0) return ErrnoStatus("open", scratch.path(), errno);
-    if (!probe.direct_io) ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_RANDOM);
-    AlignedBuffer buffer = AllocateAligned(kRandomBlock);
-    SplitMix64 random(1);
-    std::uint64_t reads = 0;
-    const Deadline deadline(seconds);
-    const auto start = Clock::now();
-    while (!deadline.passed()) {
-      const off_t offset = static_cast<off_t>(RandomOffset(random, blocks));
-      if (::pread(fd.get(), buffer.get(), kRandomBlock, offset) != kRandomBlock) {
-        return ErrnoStatus("read", scratch.path(), errno);
-      }
-      ++reads;
-    }
-    probe.random_iops_qd1 = static_cast<double>(reads) / SecondsSince(start);
-  }
+  PACKREC_ASSIGN_OR_RETURN(probe.random_iops_qd1,
+                           RandomReadsDepth1(scratch.path(), blocks, probe.direct_io, seconds));
 
   if (progress) progress("storage probe: random 4 KiB reads, 32 in flight");
   PACKREC_RETURN_IF_ERROR(evict());
-  probe.random_depth = kRandomDepth;
-  {
-    const ScopedFd fd(OpenForReading(scratch.path(), probe.direct_io));
-    if (fd.get() < 0) return ErrnoStatus("open", scratch.path(), errno);
-    if (!probe.direct_io) ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_RANDOM);
-    SplitMix64 random(2);
-    // Enough requests for the time given at any plausible rate; the deadline stops it.
-    std::vector<IoRequest> requests(std::min<std::uint64_t>(4'000'000, blocks * 4));
-    for (IoRequest& request : requests) {
-      request = {fd.get(), RandomOffset(random, blocks), kRandomBlock};
-    }
-    Result<IoCount> ring = UringRead(requests, kRandomDepth, Deadline(seconds));
-    if (ring.ok()) {
-      probe.random_engine = "io_uring";
-      probe.random_iops = static_cast<double>(ring->requests) / ring->seconds;
-    } else {
-      probe.random_engine = "threads";
-      std::atomic<std::uint64_t> next{0};
-      std::atomic<bool> failed{false};
-      const Deadline deadline(seconds);
-      const auto start = Clock::now();
-      std::vector<std::thread> threads;
-      for (unsigned t = 0; t < kRandomDepth; ++t) {
-        threads.emplace_back([&] {
-          AlignedBuffer buffer = AllocateAligned(kRandomBlock);
-          for (std::uint64_t i; !deadline.passed() && (i = next.fetch_add(1)) < requests.size();) {
-            if (::pread(fd.get(), buffer.get(), kRandomBlock,
-                        static_cast<off_t>(requests[i].offset)) != kRandomBlock) {
-              failed = true;
-              return;
-            }
-          }
-        });
-      }
-      for (std::thread& thread : threads) thread.join();
-      if (failed) return Status::IOError("read " + scratch.path().string() + " failed");
-      probe.random_iops =
-          static_cast<double>(std::min<std::uint64_t>(next, requests.size())) / SecondsSince(start);
-    }
-  }
+  PACKREC_RETURN_IF_ERROR(RandomReadsDeep(scratch.path(), blocks, seconds, probe));
   probe.ran = true;
   return probe;
 }

@@ -424,7 +424,8 @@ Status WriteWholeFile(const std::filesystem::path& path, std::span<const std::by
   const int fd = ::open(path.c_str(), flags, 0644);
   if (fd < 0) {
     if (errno == EEXIST) {
-      return Status::AlreadyExists(path.string() + " exists (pass --overwrite to replace it)");
+      return Status::AlreadyExists(path.string() + " exists")
+          .WithRemedy(Remedy::kOverwriteToReplace);
     }
     return ErrnoStatus("create", path, errno);
   }

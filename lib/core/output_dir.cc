@@ -240,10 +240,8 @@ Result<OutputDirectory> OutputDirectory::Prepare(const fs::path& dir, const char
   }
   if (fs::exists(dir / kResumeJournalName, error)) {
     if (!overwrite) {
-      return Status::AlreadyExists(
-          dir.string() +
-          " holds an interrupted conversion: pass --resume to continue it, or --overwrite to "
-          "start again");
+      return Status::AlreadyExists(dir.string() + " holds an interrupted conversion")
+          .WithRemedy(Remedy::kResumeOrOverwrite);
     }
     for (const fs::directory_entry& entry : fs::directory_iterator(dir, error)) {
       fs::remove_all(entry.path(), error);
@@ -258,8 +256,8 @@ Result<OutputDirectory> OutputDirectory::Prepare(const fs::path& dir, const char
                                  "to write into it (choose another output path)");
   }
   if (!overwrite) {
-    return Status::AlreadyExists(dir.string() +
-                                 " already holds a dataset (pass --overwrite to replace it)");
+    return Status::AlreadyExists(dir.string() + " already holds a dataset")
+        .WithRemedy(Remedy::kOverwriteToReplace);
   }
   PACKREC_RETURN_IF_ERROR(out.ClaimStaging());
   return out;

@@ -45,7 +45,33 @@ Status Status::WithContext(std::string_view context) const {
   std::string message(context);
   message += ": ";
   message += message_;
-  return {code_, std::move(message)};
+  Status with = *this;
+  with.message_ = std::move(message);
+  return with;
+}
+
+Status Status::WithPath(std::string path) const {
+  Status with = *this;
+  if (!ok()) with.path_ = std::move(path);
+  return with;
+}
+
+Status Status::WithRecordIndex(std::uint64_t index) const {
+  Status with = *this;
+  if (!ok()) with.record_index_ = index;
+  return with;
+}
+
+Status Status::WithRemedy(Remedy remedy) const {
+  Status with = *this;
+  if (!ok()) with.remedy_ = remedy;
+  return with;
+}
+
+Status Status::WithByteOffset(std::uint64_t offset) const {
+  Status with = *this;
+  if (!ok()) with.byte_offset_ = offset;
+  return with;
 }
 
 }  // namespace packrec

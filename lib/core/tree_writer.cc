@@ -101,7 +101,8 @@ Status TreeWriter::Write(std::string_view relative, std::span<const std::byte> b
     const int rename_error = errno;
     ::unlinkat(dir_fd, temporary.c_str(), 0);
     if (rename_error == EEXIST) {
-      return Status::AlreadyExists(target.string() + " exists (pass --overwrite to replace it)");
+      return Status::AlreadyExists(target.string() + " exists")
+          .WithRemedy(Remedy::kOverwriteToReplace);
     }
     return ErrnoStatus("create", target, rename_error);
   }

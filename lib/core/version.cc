@@ -1,4 +1,4 @@
-#include "packrec/packrec.h"
+#include "packrec/version.h"
 
 namespace packrec {
 

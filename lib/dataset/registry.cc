@@ -1,62 +1,79 @@
-// Where lib/ reaches the formats: each storage format's probe, opener and writer factory, and the
-// export writers (source_registry.cc reaches their import sources).
-#include <array>
+// Where lib/ reaches the formats: the registry of their descriptors (each format folder says what
+// it is, what it reads and writes and which options it takes), and the entry points that pick a
+// format through it. source_registry.cc reaches the import sources.
+#include "dataset/registry.h"
+
 #include <string>
 #include <system_error>
 
-#include "dataset/resume_journal.h"
 #include "hdf5/hdf5_format.h"
 #include "lmdb/lmdb_format.h"
+#include "packrec/format.h"
 #include "packrec/reader.h"
 #include "packrec/writer.h"
 #include "recordio/recordio_format.h"
 #include "shard/shard_format.h"
+#include "storage/resume_journal.h"
 #include "tfrecord/tfrecord_format.h"
 #include "wds/wds_format.h"
 
 namespace packrec {
-namespace {
 
 namespace fs = std::filesystem;
 
-struct FormatEntry {
-  const char* name;
-  Result<bool> (*looks_like)(const fs::path&);
-  Result<std::unique_ptr<Reader>> (*open)(const fs::path&, const OpenOptions&);
-  Result<std::unique_ptr<DatasetWriter>> (*create)(const fs::path&, const WriterOptions&);
-  Result<ResumedWriter> (*resume)(const fs::path&, const WriterOptions&);
-};
+const std::vector<const FormatDescriptor*>& FormatDescriptors() {
+  // packrec's own formats first (OpenDataset probes them in this order), then the exports, which
+  // packrec writes for other tools' readers and imports as sources (packrec/source.h).
+  static const std::vector<const FormatDescriptor*> kAll = {
+      &shard::ShardFormat(), &lmdb::LmdbFormat(),         &hdf5::Hdf5Format(),
+      &wds::WdsFormat(),     &tfrecord::TfRecordFormat(), &recordio::RecordIoFormat(),
+  };
+  return kAll;
+}
 
-constexpr std::array<FormatEntry, 3> kFormats = {{
-    {"shard", shard::LooksLikeShardDataset, shard::OpenShardDataset, shard::CreateShardWriter,
-     shard::ResumeShardWriter},
-    {"lmdb", lmdb::LooksLikeLmdbDataset, lmdb::OpenLmdbDataset, lmdb::CreateLmdbWriter,
-     lmdb::ResumeLmdbWriter},
-    {"hdf5", hdf5::LooksLikeHdf5Dataset, hdf5::OpenHdf5Dataset, hdf5::CreateHdf5Writer,
-     hdf5::ResumeHdf5Writer},
-}};
+const FormatDescriptor* FindFormatDescriptor(std::string_view name) {
+  if (name.empty()) return FormatDescriptors().front();  // WriterOptions' default
+  for (const FormatDescriptor* format : FormatDescriptors()) {
+    if (format->info.name == name) return format;
+  }
+  return nullptr;
+}
 
-struct ExportEntry {
-  const char* name;
-  Result<std::unique_ptr<DatasetWriter>> (*create)(const fs::path&, const WriterOptions&);
-};
+const std::vector<FormatInfo>& ListFormats() {
+  static const std::vector<FormatInfo> kInfos = [] {
+    std::vector<FormatInfo> infos;
+    for (const FormatDescriptor* format : FormatDescriptors()) infos.push_back(format->info);
+    return infos;
+  }();
+  return kInfos;
+}
 
-// Formats packrec writes for other tools' readers but does not read as datasets (it imports
-// them: packrec/source.h).
-constexpr std::array<ExportEntry, 3> kExports = {{
-    {"wds", wds::CreateWdsWriter},
-    {"tfrecord", tfrecord::CreateTfRecordWriter},
-    {"recordio", recordio::CreateRecordIoWriter},
-}};
+Result<FormatInfo> FindFormat(std::string_view name) {
+  if (const FormatDescriptor* format = FindFormatDescriptor(name)) return format->info;
+  std::string known;
+  for (const std::string& each : WritableFormats()) known += (known.empty() ? "" : ", ") + each;
+  return Status::InvalidArgument("--format '" + std::string(name) + "' is not one of: " + known);
+}
 
-}  // namespace
+std::string JoinFormatNames(bool FormatInfo::*flag) {
+  std::vector<std::string> names;
+  for (const FormatInfo& info : ListFormats()) {
+    if (info.*flag) names.push_back(info.name);
+  }
+  std::string joined;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    joined += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  }
+  return joined;
+}
 
 Result<std::unique_ptr<Reader>> OpenDataset(const fs::path& path, const OpenOptions& options) {
   std::error_code error;
   if (!fs::exists(path, error)) return Status::NotFound("no such dataset: " + path.string());
-  for (const FormatEntry& format : kFormats) {
-    PACKREC_ASSIGN_OR_RETURN(const bool found, format.looks_like(path));
-    if (found) return format.open(path, options);
+  for (const FormatDescriptor* format : FormatDescriptors()) {
+    if (format->looks_like == nullptr) continue;
+    PACKREC_ASSIGN_OR_RETURN(const bool found, format->looks_like(path));
+    if (found) return format->open(path, options);
   }
   if (fs::is_regular_file(path, error) && fs::file_size(path, error) == 0) {
     return Status::Truncated(path.string() + " is empty (0 bytes): a dataset file cut short?");
@@ -68,29 +85,23 @@ Result<std::unique_ptr<Reader>> OpenDataset(const fs::path& path, const OpenOpti
 
 Result<std::unique_ptr<DatasetWriter>> CreateDatasetWriter(const fs::path& path,
                                                            const WriterOptions& options) {
-  for (const FormatEntry& format : kFormats) {
-    if (options.format == format.name) return format.create(path, options);
-  }
-  for (const ExportEntry& format : kExports) {
-    if (options.format == format.name) return format.create(path, options);
-  }
-  std::string known;
-  for (const std::string& name : WritableFormats()) known += (known.empty() ? "" : ", ") + name;
-  return Status::InvalidArgument("--format '" + options.format + "' is not one of: " + known);
+  PACKREC_RETURN_IF_ERROR(FindFormat(options.format).status());
+  return FindFormatDescriptor(options.format)->create(path, options);
 }
 
 Result<ResumedWriter> ResumeDatasetWriter(const fs::path& path, const WriterOptions& options) {
-  for (const FormatEntry& format : kFormats) {
-    if (options.format == format.name) return format.resume(path, options);
-  }
-  return Status::InvalidArgument("--resume applies to the shard, lmdb and hdf5 formats, not '" +
+  const FormatDescriptor* format = FindFormatDescriptor(options.format);
+  if (format != nullptr && format->resume != nullptr) return format->resume(path, options);
+  return Status::InvalidArgument("--resume applies to the " +
+                                 JoinFormatNames(&FormatInfo::resumable) + " formats, not '" +
                                  options.format + "'");
 }
 
 Result<std::optional<std::string>> ReadResumeState(const fs::path& path,
                                                    const std::string& format) {
   fs::path journal_path;
-  if (format == "hdf5") {
+  const FormatDescriptor* descriptor = FindFormatDescriptor(format);
+  if (descriptor != nullptr && descriptor->info.single_file) {
     journal_path = path;
     journal_path += kResumeJournalSuffix;
   } else {
@@ -105,20 +116,21 @@ Result<std::optional<std::string>> ReadResumeState(const fs::path& path,
   }
   if (journal->format != format) {
     return Status::InvalidArgument(path.string() + " holds an interrupted " + journal->format +
-                                   " conversion: resume it with --format " + journal->format +
-                                   ", or pass --overwrite to start again");
+                                   " conversion: resume it in the " + journal->format + " format")
+        .WithRemedy(Remedy::kOverwriteToRestart);
   }
   return std::optional<std::string>(journal->caller_state);
 }
 
 fs::path RejectsFilePath(const fs::path& path, const std::string& format) {
-  return format == "hdf5" ? fs::path(path.string() + ".rejects.tsv") : path / "rejects.tsv";
+  const FormatDescriptor* descriptor = FindFormatDescriptor(format);
+  const bool beside = descriptor != nullptr && descriptor->info.single_file;
+  return beside ? fs::path(path.string() + ".rejects.tsv") : path / "rejects.tsv";
 }
 
 std::vector<std::string> WritableFormats() {
   std::vector<std::string> names;
-  for (const FormatEntry& format : kFormats) names.emplace_back(format.name);
-  for (const ExportEntry& format : kExports) names.emplace_back(format.name);
+  for (const FormatInfo& info : ListFormats()) names.push_back(info.name);
   return names;
 }
 

@@ -14,13 +14,13 @@
 
 #include "core/crc32c.h"
 #include "core/endian.h"
-#include "dataset/json_util.h"
-#include "ingest/source_util.h"
 #include "lmdb/lmdb_format.h"
 #include "mds/mds_format.h"
 #include "packrec/reader.h"
 #include "packrec/source.h"
 #include "recordio/recordio_format.h"
+#include "storage/json_util.h"
+#include "storage/source_util.h"
 #include "tfrecord/tfrecord_format.h"
 #include "wds/wds_format.h"
 
@@ -247,6 +247,12 @@ std::string_view SourceFormatName(SourceFormat format) {
     if (value == format) return name;
   }
   return "unknown";
+}
+
+std::vector<std::string> SourceFormatNames() {
+  std::vector<std::string> names;
+  for (const auto& entry : kNames) names.emplace_back(entry.second);
+  return names;
 }
 
 Result<SourceFormat> ParseSourceFormat(std::string_view name) {

@@ -112,6 +112,72 @@ struct Decompressor {
   Decompressor& operator=(const Decompressor&) = delete;
 };
 
+// The scaled image's rows and columns holding the region, set up on `cinfo` (cropped to the
+// iMCU columns around it, the rows above it skipped). Called between setjmp and the end of the
+// decode: only trivially destructible locals here, for libjpeg's longjmp on an error.
+struct ScanlineWindow {
+  std::size_t row_bytes = 0;    // one output row as libjpeg delivers it (after the crop)
+  JDIMENSION out_rows = 0;      // the region's rows at this scale
+  JDIMENSION skip_columns = 0;  // the columns left of the region in each delivered row
+  JDIMENSION columns = 0;       // the region's columns at this scale
+};
+
+ScanlineWindow StartWindow(jpeg_decompress_struct& cinfo, const Rect& region, unsigned num) {
+  // The region at this scale (floor of its start, ceiling of its end).
+  const auto scaled = [num](std::uint32_t v) { return static_cast<JDIMENSION>(v * num / 8); };
+  const auto scaled_up = [num](std::uint32_t v) {
+    return static_cast<JDIMENSION>((std::uint64_t{v} * num + 7) / 8);
+  };
+  const JDIMENSION x0 = scaled(region.x);
+  const JDIMENSION y0 = scaled(region.y);
+  const JDIMENSION x1 =
+      std::min<JDIMENSION>(scaled_up(region.x + region.width), cinfo.output_width);
+  const JDIMENSION y1 =
+      std::min<JDIMENSION>(scaled_up(region.y + region.height), cinfo.output_height);
+  JDIMENSION crop_x = x0;
+  JDIMENSION crop_width = std::max<JDIMENSION>(1, x1 - x0);
+  if (crop_width < cinfo.output_width) jpeg_crop_scanline(&cinfo, &crop_x, &crop_width);
+  if (y0 > 0) jpeg_skip_scanlines(&cinfo, y0);
+  ScanlineWindow window;
+  window.row_bytes =
+      std::size_t{cinfo.output_width} * static_cast<unsigned>(cinfo.output_components);
+  window.out_rows = std::max<JDIMENSION>(1, y1 - y0);
+  window.skip_columns = x0 - crop_x;
+  window.columns = std::max<JDIMENSION>(
+      1, std::min<JDIMENSION>(x1 - x0, cinfo.output_width - window.skip_columns));
+  return window;
+}
+
+// Reads `out_rows` rows of `row_bytes` into `destination` (libjpeg may longjmp out of it).
+void ReadScanlines(jpeg_decompress_struct& cinfo, std::uint8_t* destination, std::size_t row_bytes,
+                   JDIMENSION out_rows) {
+  constexpr JDIMENSION kRowsPerCall = 32;  // libjpeg hands out up to one iMCU row per call
+  JSAMPROW pointers[kRowsPerCall];
+  for (JDIMENSION read = 0; read < out_rows;) {
+    const JDIMENSION want = std::min(kRowsPerCall, out_rows - read);
+    for (JDIMENSION i = 0; i < want; ++i) pointers[i] = destination + row_bytes * (read + i);
+    const JDIMENSION got = jpeg_read_scanlines(&cinfo, pointers, want);
+    if (got == 0) break;
+    read += got;
+  }
+}
+
+// The region's `columns` of each delivered row (starting `skip_bytes` in), as RGB into `rgb`.
+void CutColumns(const std::vector<std::uint8_t>& rows, std::size_t row_bytes,
+                std::size_t skip_bytes, JDIMENSION columns, JDIMENSION out_rows, bool cmyk,
+                bool inverted, std::vector<std::uint8_t>& rgb) {
+  rgb.resize(std::size_t{columns} * out_rows * 3);
+  for (JDIMENSION y = 0; y < out_rows; ++y) {
+    const std::uint8_t* source = rows.data() + row_bytes * y + skip_bytes;
+    std::uint8_t* target = rgb.data() + std::size_t{columns} * 3 * y;
+    if (cmyk) {
+      CmykToRgb(source, target, columns, inverted);
+    } else {
+      std::memcpy(target, source, std::size_t{columns} * 3);
+    }
+  }
+}
+
 }  // namespace
 
 Status DecodeJpegRegion(std::span<const std::byte> bytes, const JpegRegionRequest& request,
@@ -149,27 +215,12 @@ Status DecodeJpegRegion(std::span<const std::byte> bytes, const JpegRegionReques
   cinfo.scale_num = num;
   cinfo.scale_denom = 8;
   jpeg_start_decompress(&cinfo);
-  // The region at this scale (floor of its start, ceiling of its end).
-  const auto scaled = [num](std::uint32_t v) { return static_cast<JDIMENSION>(v * num / 8); };
-  const auto scaled_up = [num](std::uint32_t v) {
-    return static_cast<JDIMENSION>((std::uint64_t{v} * num + 7) / 8);
-  };
-  const JDIMENSION x0 = scaled(region.x);
-  const JDIMENSION y0 = scaled(region.y);
-  const JDIMENSION x1 =
-      std::min<JDIMENSION>(scaled_up(region.x + region.width), cinfo.output_width);
-  const JDIMENSION y1 =
-      std::min<JDIMENSION>(scaled_up(region.y + region.height), cinfo.output_height);
-  JDIMENSION crop_x = x0;
-  JDIMENSION crop_width = std::max<JDIMENSION>(1, x1 - x0);
-  if (crop_width < cinfo.output_width) jpeg_crop_scanline(&cinfo, &crop_x, &crop_width);
-  if (y0 > 0) jpeg_skip_scanlines(&cinfo, y0);
+  const ScanlineWindow window = StartWindow(cinfo, region, num);
+  const std::size_t row_bytes = window.row_bytes;
+  const JDIMENSION out_rows = window.out_rows;
+  const JDIMENSION skip_columns = window.skip_columns;
+  const JDIMENSION columns = window.columns;
   const int components = cinfo.output_components;
-  const std::size_t row_bytes = std::size_t{cinfo.output_width} * static_cast<unsigned>(components);
-  const JDIMENSION out_rows = std::max<JDIMENSION>(1, y1 - y0);
-  const JDIMENSION skip_columns = x0 - crop_x;
-  const JDIMENSION columns =
-      std::max<JDIMENSION>(1, std::min<JDIMENSION>(x1 - x0, cinfo.output_width - skip_columns));
   // Rows go straight to their destination when nothing needs cutting or converting: the
   // caller's output when it is exactly this size, else `rgb`; otherwise through `rows`.
   const bool whole_rows = !cmyk && skip_columns == 0 && columns == cinfo.output_width;
@@ -188,15 +239,7 @@ Status DecodeJpegRegion(std::span<const std::byte> bytes, const JpegRegionReques
     rows.resize(row_bytes * out_rows);
     destination = rows.data();
   }
-  constexpr JDIMENSION kRowsPerCall = 32;  // libjpeg hands out up to one iMCU row per call
-  JSAMPROW pointers[kRowsPerCall];
-  for (JDIMENSION read = 0; read < out_rows;) {
-    const JDIMENSION want = std::min(kRowsPerCall, out_rows - read);
-    for (JDIMENSION i = 0; i < want; ++i) pointers[i] = destination + row_bytes * (read + i);
-    const JDIMENSION got = jpeg_read_scanlines(&cinfo, pointers, want);
-    if (got == 0) break;
-    read += got;
-  }
+  ReadScanlines(cinfo, destination, row_bytes, out_rows);
   jpeg_abort_decompress(&cinfo);  // the rows below the region are never decoded
 
   result->width = columns;
@@ -206,17 +249,9 @@ Status DecodeJpegRegion(std::span<const std::byte> bytes, const JpegRegionReques
   result->scale_num = num;
   result->region = region;
   result->in_output = into_output;
-  if (whole_rows) return Status::OK();
-  rgb.resize(std::size_t{columns} * out_rows * 3);
-  for (JDIMENSION y = 0; y < out_rows; ++y) {
-    const std::uint8_t* source =
-        rows.data() + row_bytes * y + std::size_t{skip_columns} * components;
-    std::uint8_t* target = rgb.data() + std::size_t{columns} * 3 * y;
-    if (cmyk) {
-      CmykToRgb(source, target, columns, inverted);
-    } else {
-      std::memcpy(target, source, std::size_t{columns} * 3);
-    }
+  if (!whole_rows) {
+    CutColumns(rows, row_bytes, std::size_t{skip_columns} * static_cast<unsigned>(components),
+               columns, out_rows, cmyk, inverted, rgb);
   }
   return Status::OK();
 }

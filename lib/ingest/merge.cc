@@ -8,7 +8,7 @@
 // disk's bandwidth, done once; the expensive part of a conversion (listing, reading and checking
 // millions of small files, re-encoding) is what the parts spread over machines.
 #include "packrec/merge.h"
-#include "dataset/json_util.h"
+#include "storage/json_util.h"
 
 #include <nlohmann/json.hpp>
 
@@ -20,6 +20,7 @@
 
 #include "core/file_io.h"
 #include "core/output_dir.h"
+#include "dataset/registry.h"
 #include "packrec/image.h"
 #include "packrec/reader.h"
 #include "packrec/writer.h"
@@ -41,7 +42,8 @@ struct Part {
   std::uint64_t items_total = 0;
 };
 
-// part-IIIII-of-NNNNN.pkr|.lmdb|.h5, as PartName writes them (and not their .partial).
+// part-IIIII-of-NNNNN plus a readable format's first suffix (.pkr, .lmdb, .h5), as PartName
+// writes them (and not their .partial).
 bool IsPartName(const std::string& name) {
   const auto digits = [&](std::size_t at) {
     return name.size() >= at + 5 && std::all_of(name.begin() + static_cast<std::ptrdiff_t>(at),
@@ -53,7 +55,13 @@ bool IsPartName(const std::string& name) {
     return false;
   }
   const std::string extension = name.substr(19);
-  return extension == ".pkr" || extension == ".lmdb" || extension == ".h5";
+  for (const FormatDescriptor* format : FormatDescriptors()) {
+    if (format->info.readable && !format->info.suffixes.empty() &&
+        extension == format->info.suffixes.front()) {
+      return true;
+    }
+  }
+  return false;
 }
 
 // The part datasets named by `paths`: each a part, or a directory of parts.
@@ -165,28 +173,23 @@ Status CheckParts(std::vector<Part>& parts) {
   return Status::OK();
 }
 
-// The writer options the parts were written with (the manifest's "options").
+// The writer options the parts were written with (the manifest's "options"), for the format
+// `format` the parts' reader reports.
 Result<WriterOptions> WriterOptionsOf(const json& options, const std::string& format) {
   WriterOptions writer;
-  writer.format = format == "packrec-hdf5" ? "hdf5" : format == "packrec-lmdb" ? "lmdb" : "shard";
+  writer.format = format;
   try {
     writer.format = options.value("format", writer.format);
-    writer.shard_size_bytes = options.value("shard_size_bytes", writer.shard_size_bytes);
-    writer.align_bytes = options.value("align_bytes", writer.align_bytes);
+    const FormatDescriptor* descriptor = FindFormatDescriptor(writer.format);
+    if (descriptor == nullptr || !descriptor->info.readable) {
+      return Status::InvalidInput("the parts were written as '" + writer.format +
+                                  "', which is not a format merge writes");
+    }
     const std::string compression = options.value("compression", std::string("none"));
-    writer.compression = compression == "zstd"      ? Compression::kZstd
-                         : compression == "deflate" ? Compression::kDeflate
-                                                    : Compression::kNone;
+    PACKREC_ASSIGN_OR_RETURN(const CompressionSetting setting, ParseCompression(compression));
+    writer.compression = setting.codec;
     writer.compression_level = options.value("compression_level", writer.compression_level);
-    if (options.value("lmdb_values", std::string("packrec")) == "caffe-datum") {
-      writer.lmdb_values = LmdbValues::kCaffeDatum;
-    }
-    if (options.value("hdf5_layout", std::string("encoded")) == "pixels") {
-      writer.hdf5_layout = Hdf5Layout::kPixels;
-      const auto size = options.at("size");
-      writer.pixel_height = GetUnsigned<std::uint32_t>(size.at(0));
-      writer.pixel_width = GetUnsigned<std::uint32_t>(size.at(1));
-    }
+    if (descriptor->options_from_json != nullptr) descriptor->options_from_json(options, writer);
   } catch (const json::exception& error) {
     return Status::InvalidInput(std::string("unreadable convert options in the parts: ") +
                                 error.what());
@@ -230,6 +233,57 @@ ImageInfo InfoOf(const RecordView& record) {
   return info;
 }
 
+// The merged dataset's facts: the first part's, with every part's rejects in order. Adds up the
+// parts' payloads into `writer_options` (the writer places its data with the total).
+Result<DatasetMetadata> MergedMetadata(const std::vector<Part>& parts,
+                                       WriterOptions& writer_options) {
+  const DatasetInfo& first = parts.front().reader->info();
+  DatasetMetadata metadata;
+  metadata.classes = first.classes;
+  metadata.listing_hash = first.listing_hash;
+  metadata.source_kind = first.source_kind;
+  metadata.options_json = parts.front().options.dump();
+  for (const Part& part : parts) {
+    writer_options.expected_payload_bytes += part.reader->info().payload_bytes;
+    PACKREC_ASSIGN_OR_RETURN(std::vector<Reject> rejects,
+                             ReadRejects(RejectsFilePath(part.path, writer_options.format),
+                                         part.reader->info().rejected_count));
+    metadata.rejects.insert(metadata.rejects.end(), rejects.begin(), rejects.end());
+  }
+  if (writer_options.compression != Compression::kNone) writer_options.expected_payload_bytes = 0;
+  return metadata;
+}
+
+// Every part's records, in order, into `writer`.
+Status CopyRecords(const std::vector<Part>& parts, DatasetWriter& writer) {
+  for (const Part& part : parts) {
+    // ForEach streams each file with large sequential reads (checksums verified), rather than
+    // faulting a mapping in page by page.
+    const Status copied = part.reader->ForEach([&](const RecordView& record) {
+      return writer.Add({record.key, record.label, record.bytes, InfoOf(record)});
+    });
+    if (!copied.ok()) return copied.WithContext("merging " + part.path.string());
+  }
+  return Status::OK();
+}
+
+// An in-place merge's result, written beside the parts' directory, moved into it; the manifest
+// goes last: until it is in place, the directory is not a dataset.
+Status MoveIntoPlace(const fs::path& target, const fs::path& output) {
+  std::error_code error;
+  std::vector<fs::path> files;
+  for (const fs::directory_entry& entry : fs::directory_iterator(target, error)) {
+    if (entry.path().filename() != "manifest.json") files.push_back(entry.path());
+  }
+  files.push_back(target / "manifest.json");
+  for (const fs::path& file : files) {
+    if (!fs::exists(file, error)) continue;
+    PACKREC_RETURN_IF_ERROR(RenamePath(file, output / file.filename()));
+  }
+  fs::remove(target, error);
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<MergeStats> MergeParts(const std::vector<fs::path>& paths, const fs::path& output,
@@ -247,26 +301,14 @@ Result<MergeStats> MergeParts(const std::vector<fs::path>& paths, const fs::path
   PACKREC_ASSIGN_OR_RETURN(WriterOptions writer_options,
                            WriterOptionsOf(parts.front().options, first.format));
   writer_options.overwrite = options.overwrite;
-  DatasetMetadata metadata;
-  metadata.classes = first.classes;
-  metadata.listing_hash = first.listing_hash;
-  metadata.source_kind = first.source_kind;
-  metadata.options_json = parts.front().options.dump();
-  for (const Part& part : parts) {
-    writer_options.expected_payload_bytes += part.reader->info().payload_bytes;
-    PACKREC_ASSIGN_OR_RETURN(std::vector<Reject> rejects,
-                             ReadRejects(RejectsFilePath(part.path, writer_options.format),
-                                         part.reader->info().rejected_count));
-    metadata.rejects.insert(metadata.rejects.end(), rejects.begin(), rejects.end());
-  }
-  if (writer_options.compression != Compression::kNone) writer_options.expected_payload_bytes = 0;
+  PACKREC_ASSIGN_OR_RETURN(DatasetMetadata metadata, MergedMetadata(parts, writer_options));
 
   // In place (the parts directory is also the output): written beside it first, moved in once
   // complete, so an interrupted merge leaves the parts as they were.
   std::error_code error;
   const bool in_place = paths.size() == 1 && fs::is_directory(output, error) &&
                         fs::equivalent(paths.front(), output, error);
-  if (in_place && writer_options.format == "hdf5") {
+  if (in_place && FindFormatDescriptor(writer_options.format)->info.single_file) {
     return Status::InvalidArgument(
         "an HDF5 dataset is one file, so it cannot take the place of "
         "its parts' directory: merge into a file (packrec merge OUT.h5 " +
@@ -279,18 +321,7 @@ Result<MergeStats> MergeParts(const std::vector<fs::path>& paths, const fs::path
   }
   PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<DatasetWriter> writer,
                            CreateDatasetWriter(target, writer_options));
-  Status failure;
-  for (const Part& part : parts) {
-    // ForEach streams each file with large sequential reads (checksums verified), rather than
-    // faulting a mapping in page by page.
-    failure = part.reader->ForEach([&](const RecordView& record) {
-      return writer->Add({record.key, record.label, record.bytes, InfoOf(record)});
-    });
-    if (!failure.ok()) {
-      failure = failure.WithContext("merging " + part.path.string());
-      break;
-    }
-  }
+  Status failure = CopyRecords(parts, *writer);
   if (failure.ok()) failure = writer->Finish(metadata);
   if (!failure.ok()) {
     writer->Abort();
@@ -308,19 +339,7 @@ Result<MergeStats> MergeParts(const std::vector<fs::path>& paths, const fs::path
       fs::remove(RejectsFilePath(part.path, writer_options.format), error);
     }
   }
-  if (in_place) {
-    // The manifest goes last: until it is in place, the directory is not a dataset.
-    std::vector<fs::path> files;
-    for (const fs::directory_entry& entry : fs::directory_iterator(target, error)) {
-      if (entry.path().filename() != "manifest.json") files.push_back(entry.path());
-    }
-    files.push_back(target / "manifest.json");
-    for (const fs::path& file : files) {
-      if (!fs::exists(file, error)) continue;
-      PACKREC_RETURN_IF_ERROR(RenamePath(file, output / file.filename()));
-    }
-    fs::remove(target, error);
-  }
+  if (in_place) PACKREC_RETURN_IF_ERROR(MoveIntoPlace(target, output));
   stats.elapsed_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;

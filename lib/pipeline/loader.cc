@@ -20,6 +20,7 @@
 #include "core/threads.h"
 #include "packrec/loader.h"
 #include "pipeline/cuda_runtime.h"
+#include "pipeline/epoch_sequence.h"
 
 namespace packrec {
 
@@ -361,7 +362,7 @@ class LoaderImpl final : public Loader {
     std::uint32_t chunks = 1;  // claims in all; cut short once a chunk failed or the epoch moved
     std::uint32_t claimed = 0;
     std::uint32_t done = 0;
-    Status error;  // of the first failing record in batch order (kRaise)
+    Status error;  // of the first failing record in batch order (OnBadRecord::kFail)
     std::uint32_t error_at = ~std::uint32_t{0};
   };
 
@@ -506,7 +507,8 @@ class LoaderImpl final : public Loader {
     for (std::uint32_t i = first; i < last; ++i) {
       if (stop_.load(std::memory_order_relaxed)) return {};  // checked without the lock
       Status status =
-          FillOne(batch, filling.epoch, filling.records[i], i, read_scratch, decode_scratch);
+          FillOne(batch, filling.epoch, filling.records[i], i, read_scratch, decode_scratch)
+              .WithRecordIndex(filling.records[i]);
       if (status.ok()) {
         filling.filled[i] = 1;
         continue;
@@ -617,7 +619,17 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Reader> rea
     epoch = resume_from->epoch;
     first_batch = *first;
   }
-  auto loader = std::make_unique<LoaderImpl>(std::move(reader), options, epoch, first_batch);
+  // The batch pool is allocated here (batch_size x H x W x 3 bytes per buffer): a size the
+  // machine cannot hold is an error value, as loader.h promises, not a std::bad_alloc.
+  std::unique_ptr<LoaderImpl> loader;
+  try {
+    loader = std::make_unique<LoaderImpl>(std::move(reader), options, epoch, first_batch);
+  } catch (const std::bad_alloc&) {
+    return Status::Internal("out of memory allocating the loader's batch buffers (batch_size " +
+                            std::to_string(options.batch_size) + ", output_size " +
+                            std::to_string(options.output_size) + ", prefetch_batches " +
+                            std::to_string(options.prefetch_batches) + ")");
+  }
   if (!loader->started().ok()) return loader->started();
   return std::unique_ptr<Loader>(std::move(loader));
 }

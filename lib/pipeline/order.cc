@@ -6,6 +6,7 @@
 
 #include "core/random.h"
 #include "packrec/loader.h"
+#include "pipeline/epoch_sequence.h"
 
 namespace packrec {
 namespace {

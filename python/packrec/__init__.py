@@ -15,13 +15,13 @@ import os
 import re
 import sys
 
-from . import errors
+from . import _packrec, errors
 from ._packrec import Batch, Dataset, GpuBatch, __version__, decode, gpu_available, image_info, synth
 from ._packrec import max_image_pixels, set_max_image_pixels
 from ._packrec import _convert, _Loader, _merge
 from .errors import Error
 
-__all__ = ["open", "convert", "merge", "synth", "decode", "image_info", "Loader", "Dataset", "Batch", "Error",
+__all__ = ["open", "convert", "formats", "source_formats", "merge", "synth", "decode", "image_info", "Loader", "Dataset", "Batch", "Error",
            "max_image_pixels", "set_max_image_pixels",
            "errors", "gpu_available", "__version__"]
 
@@ -59,21 +59,6 @@ def _size_bytes(name, value):
     return int(match.group(1)) * scale
 
 
-def _compression(value):
-    text = "none" if value is None else str(value)
-    codec, _, level = text.partition(":")
-    _choice("compress", codec, ("none", "zstd", "deflate"))
-    if not level:
-        # "none" records the library's default level (3), as the CLI does, so that a conversion
-        # from Python and one from the CLI have the same manifest (and parts of both merge).
-        return codec, {"zstd": 3, "deflate": 4}.get(codec, 3)
-    limit = 22 if codec == "zstd" else 9
-    if codec == "none" or not level.isdigit() or not 1 <= int(level) <= limit:
-        raise errors.InvalidArgumentError(
-            f"compress must be none, zstd, zstd:1 to zstd:22, deflate or deflate:1 to deflate:9, got {text!r}")
-    return codec, int(level)
-
-
 def _print_progress(state):
     done, total = state["records_done"], max(1, state["records_total"])
     rate = done / state["elapsed_seconds"] if state["elapsed_seconds"] > 0 else 0
@@ -82,7 +67,19 @@ def _print_progress(state):
           file=sys.stderr, flush=True)
 
 
-def convert(source, output, format="shard", *, shard_size="256MiB", align=64, compress=None,
+def formats():
+    """The formats convert writes, as the library's registry lists them: dicts with name, summary,
+    suffixes, readable (packrec opens it; else an export for other tools), single_file and
+    resumable. The first is the default."""
+    return _packrec.formats()
+
+
+def source_formats():
+    """What convert's from_ takes: "auto" (detect it), then each kind of source by name."""
+    return _packrec.source_formats()
+
+
+def convert(source, output, format=None, *, shard_size="256MiB", align=64, compress=None,
             threads=0, shuffle=False, seed=None, on_error="fail", list_format="auto", root=None,
             resize_short=0, quality=0, overwrite=False, resume=False, lmdb_values="packrec",
             map_size=0, hdf5_layout="encoded", size=None, progress=None, part=None, from_="auto",
@@ -91,9 +88,10 @@ def convert(source, output, format="shard", *, shard_size="256MiB", align=64, co
     (WebDataset tars, a glob or brace pattern of them, TFRecord, RecordIO, MDS, a Caffe LMDB, a
     packrec dataset) into a dataset; `packrec convert`.
 
-    format: "shard", "lmdb" or "hdf5", or the exports "wds", "tfrecord", "recordio".
-    from_: what source is ("auto" detects it; "folder", "list", "wds", "tfrecord", "recordio",
-    "mds", "caffe-lmdb", "packrec"); image_field / label_field / key_field name the feature,
+    format: a name from packrec.formats() (None: the first, packrec's shard format); the
+    exports among them are for other tools' readers.
+    from_: what source is, a name from packrec.source_formats() ("auto" detects it);
+    image_field / label_field / key_field name the feature,
     column or member to read; caffe_raw: "png" or "raw" (docs/interop.md). The other options are the CLI's flags (docs/cli.md):
     shard_size ("256MiB" or bytes), align, compress ("zstd", "zstd:9", "deflate:4"), threads,
     shuffle / seed, on_error ("fail" or "skip": rejects listed in OUT/rejects.tsv), list_format,
@@ -113,15 +111,16 @@ def convert(source, output, format="shard", *, shard_size="256MiB", align=64, co
     Returns {records_written, input_bytes, output_bytes, rejects: [(path, reason)],
     empty_classes, elapsed_seconds, already_complete, resumed_records}.
     """
-    _choice("format", format, ("shard", "lmdb", "hdf5", "wds", "tfrecord", "recordio"))
-    _choice("from_", from_, ("auto", "folder", "list", "wds", "tfrecord", "recordio", "mds",
-                             "caffe-lmdb", "packrec"))
+    if format is None:
+        format = _packrec.formats()[0]["name"]
+    _choice("format", format, tuple(f["name"] for f in _packrec.formats()))
+    _choice("from_", from_, tuple(_packrec.source_formats()))
     _choice("caffe_raw", caffe_raw, ("png", "raw"))
     _choice("on_error", on_error, ("fail", "skip"))
     _choice("list_format", list_format, ("auto", "caffe", "mxnet"))
     _choice("lmdb_values", lmdb_values, ("packrec", "caffe-datum"))
     _choice("hdf5_layout", hdf5_layout, ("encoded", "pixels"))
-    codec, level = _compression(compress)
+    compression = "none" if compress is None else str(compress)  # the library checks it
     if progress is True:
         progress = _print_progress
     elif progress is not None and not callable(progress):
@@ -132,7 +131,7 @@ def convert(source, output, format="shard", *, shard_size="256MiB", align=64, co
     if part is not None:
         part = (int(part[0]), int(part[1]))
     return _convert(os.fspath(source), os.fspath(output), format, _size_bytes("shard_size", shard_size),
-                    int(align), codec, level, int(threads), shuffle_seed, on_error, list_format,
+                    int(align), compression, int(threads), shuffle_seed, on_error, list_format,
                     os.fspath(root) if root is not None else "", int(resize_short), int(quality),
                     bool(overwrite), bool(resume), lmdb_values, _size_bytes("map_size", map_size), hdf5_layout,
                     size, part,

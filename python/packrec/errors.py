@@ -2,7 +2,11 @@
 
 Each also derives from the built-in exception a Python caller would expect (a missing file is a
 FileNotFoundError, a record index past the end an IndexError, a bad option a ValueError), so
-generic handlers keep working. `record_index` is the record the error is about, or None.
+generic handlers keep working. Where the error is comes as attributes, from the library's status
+fields: `record_index` (the record it is about), `path` (the file) and `byte_offset` (in that
+file), each None when it does not apply or is not known; and `remedy`, what can be done about it
+("overwrite_to_replace", "overwrite_to_restart", "resume_or_overwrite", "resume_once_fixed",
+"skip_bad_input", or None), which the message also says in this API's terms.
 """
 
 
@@ -11,10 +15,13 @@ class Error(Exception):
 
     code = "Internal"
 
-    def __init__(self, message, record_index=None):
+    def __init__(self, message, record_index=None, path=None, byte_offset=None):
         super().__init__(message)
         self.message = message
         self.record_index = record_index
+        self.path = path
+        self.byte_offset = byte_offset
+        self.remedy = None
 
     def __str__(self):
         return f"{self.code}: {self.message}"

@@ -16,14 +16,13 @@ namespace packrec::python {
 
 namespace py = pybind11;
 
-// Raises packrec.<Code>Error (see packrec/errors.py) with the status's message, and its
-// `record_index`: the given one, else the "record N" the message names, else None.
-[[noreturn]] void ThrowStatus(const Status& status,
-                              std::optional<std::uint64_t> record_index = std::nullopt);
+// Raises packrec.<Code>Error (see packrec/errors.py) with the status's message and, from its
+// fields, `record_index`, `path` and `byte_offset` (None where the status has none).
+[[noreturn]] void ThrowStatus(const Status& status);
 
 template <typename T>
-T ValueOrThrow(Result<T> result, std::optional<std::uint64_t> record_index = std::nullopt) {
-  if (!result.ok()) ThrowStatus(result.status(), record_index);
+T ValueOrThrow(Result<T> result) {
+  if (!result.ok()) ThrowStatus(result.status());
   return std::move(result).value();
 }
 

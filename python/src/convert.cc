@@ -20,8 +20,7 @@ struct ConvertArguments {
   std::string format;
   std::uint64_t shard_size;
   std::uint32_t align;
-  std::string compression;  // none | zstd | deflate
-  int compression_level;
+  std::string compression;  // as ParseCompression takes it: none, zstd[:LEVEL], deflate[:LEVEL]
   unsigned threads;
   std::optional<std::uint64_t> shuffle_seed;
   std::string on_error;     // fail | skip
@@ -48,10 +47,9 @@ ConvertOptions ToOptions(const ConvertArguments& args) {
   options.writer.format = args.format;
   options.writer.shard_size_bytes = args.shard_size;
   options.writer.align_bytes = args.align;
-  options.writer.compression = args.compression == "zstd"      ? Compression::kZstd
-                               : args.compression == "deflate" ? Compression::kDeflate
-                                                               : Compression::kNone;
-  options.writer.compression_level = args.compression_level;
+  const CompressionSetting compression = ValueOrThrow(ParseCompression(args.compression));
+  options.writer.compression = compression.codec;
+  options.writer.compression_level = compression.level;
   options.writer.overwrite = args.overwrite;
   options.resume = args.resume;
   options.writer.map_size_bytes = args.map_size;
@@ -78,7 +76,7 @@ ConvertOptions ToOptions(const ConvertArguments& args) {
   options.source_options.raw_pixels =
       import_option("caffe_raw") == "raw" ? RawPixels::kRaw : RawPixels::kPng;
   options.shuffle_seed = args.shuffle_seed;
-  options.on_error = args.on_error == "skip" ? OnError::kSkip : OnError::kFail;
+  options.on_error = args.on_error == "skip" ? OnBadRecord::kSkip : OnBadRecord::kFail;
   options.list_kind = args.list_format == "caffe"   ? ListFileKind::kCaffe
                       : args.list_format == "mxnet" ? ListFileKind::kMxnet
                                                     : ListFileKind::kAuto;
@@ -143,7 +141,7 @@ void BindConvert(py::module_& module) {
   module.def(
       "_convert",
       [](std::string source, std::string output, std::string format, std::uint64_t shard_size,
-         std::uint32_t align, std::string compression, int compression_level, unsigned threads,
+         std::uint32_t align, std::string compression, unsigned threads,
          std::optional<std::uint64_t> shuffle_seed, std::string on_error, std::string list_format,
          std::string list_root, std::uint32_t resize_short, int quality, bool overwrite,
          bool resume, std::string lmdb_values, std::uint64_t map_size, std::string hdf5_layout,
@@ -156,7 +154,6 @@ void BindConvert(py::module_& module) {
                            shard_size,
                            align,
                            std::move(compression),
-                           compression_level,
                            threads,
                            shuffle_seed,
                            std::move(on_error),

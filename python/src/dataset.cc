@@ -142,8 +142,9 @@ class Dataset {
     const std::int64_t at = index < 0 ? index + count : index;
     if (at < 0 || at >= count) {
       ThrowStatus(Status::OutOfRange("record " + std::to_string(index) + " of " + path_ +
-                                     ", which holds " + std::to_string(count) + " records"),
-                  static_cast<std::uint64_t>(std::max<std::int64_t>(index, 0)));
+                                     ", which holds " + std::to_string(count) + " records")
+                      .WithRecordIndex(static_cast<std::uint64_t>(std::max<std::int64_t>(index, 0)))
+                      .WithPath(path_));
     }
     return static_cast<std::uint64_t>(at);
   }
@@ -169,7 +170,7 @@ class Dataset {
         status = view.status();
       }
     }
-    if (!status.ok()) ThrowStatus(status.WithContext(path_), index);
+    if (!status.ok()) ThrowStatus(status.WithContext(path_));
     return record;
   }
 

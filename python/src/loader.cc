@@ -175,7 +175,7 @@ LoaderOptions MakeOptions(std::uint32_t batch_size, unsigned threads, std::uint3
   options.min_ratio = ratio.first;
   options.max_ratio = ratio.second;
   options.random_flip = random_flip;
-  options.on_bad_record = on_bad_record == "skip" ? OnBadRecord::kSkip : OnBadRecord::kRaise;
+  options.on_bad_record = on_bad_record == "skip" ? OnBadRecord::kSkip : OnBadRecord::kFail;
   options.pin_memory = pin_memory;
   return options;
 }

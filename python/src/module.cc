@@ -2,39 +2,61 @@
 // Every call that reads, decodes or converts releases the GIL.
 #include <unistd.h>
 
-#include <cctype>
 #include <string>
 
+#include <pybind11/stl.h>
+
 #include "bindings.h"
+#include "packrec/format.h"
 #include "packrec/gpu.h"
 #include "packrec/packrec.h"
+#include "packrec/source.h"
 
 namespace packrec::python {
+
 namespace {
 
-// The "record N" a loader or reader message names, so callers need not parse it.
-std::optional<std::uint64_t> RecordIndexIn(const std::string& message) {
-  static constexpr std::string_view kWord = "record ";
-  for (std::size_t at = message.find(kWord); at != std::string::npos;
-       at = message.find(kWord, at + 1)) {
-    const std::size_t digits = at + kWord.size();
-    std::size_t end = digits;
-    while (end < message.size() && std::isdigit(static_cast<unsigned char>(message[end]))) ++end;
-    if (end > digits && end - digits < 20) return std::stoull(message.substr(digits, end - digits));
+// What to do about an error, in the Python API's terms (the CLI says it with its flags), and the
+// remedy's name for `Error.remedy`.
+std::pair<std::string_view, std::string_view> Advice(Remedy remedy) {
+  switch (remedy) {
+    case Remedy::kNone:
+      return {};
+    case Remedy::kOverwriteToReplace:
+      return {"pass overwrite=True to replace it", "overwrite_to_replace"};
+    case Remedy::kOverwriteToRestart:
+      return {"pass overwrite=True to start again", "overwrite_to_restart"};
+    case Remedy::kResumeOrOverwrite:
+      return {"pass resume=True to continue it, or overwrite=True to start again",
+              "resume_or_overwrite"};
+    case Remedy::kResumeOnceFixed:
+      return {"once that is fixed, call convert again with resume=True to continue",
+              "resume_once_fixed"};
+    case Remedy::kSkipBadInput:
+      return {"pass on_error=\"skip\" to leave it out", "skip_bad_input"};
   }
-  return std::nullopt;
+  return {};
 }
 
 }  // namespace
 
-void ThrowStatus(const Status& status, std::optional<std::uint64_t> record_index) {
+void ThrowStatus(const Status& status) {
   py::object errors = py::module_::import("packrec.errors");
-  py::object error =
-      errors.attr("from_status")(static_cast<int>(status.code()),
-                                 std::string(StatusCodeName(status.code())), status.message());
-  const std::optional<std::uint64_t> index =
-      record_index ? record_index : RecordIndexIn(status.message());
-  error.attr("record_index") = index ? py::cast(*index) : py::none();
+  const auto [advice, remedy] = Advice(status.remedy());
+  std::string message = status.message();
+  if (!advice.empty()) message += "; " + std::string(advice);
+  py::object error = errors.attr("from_status")(
+      static_cast<int>(status.code()), std::string(StatusCodeName(status.code())), message);
+  error.attr("remedy") =
+      remedy.empty() ? py::object(py::none()) : py::object(py::str(std::string(remedy)));
+  // Where the error is, from the status's fields (never parsed out of its message).
+  error.attr("record_index") =
+      status.record_index() ? py::object(py::cast(*status.record_index())) : py::object(py::none());
+  error.attr("path") =
+      status.path().empty()
+          ? py::object(py::none())
+          : py::object(py::module_::import("os").attr("fsdecode")(py::bytes(status.path())));
+  error.attr("byte_offset") = status.byte_offset() ? py::cast(*status.byte_offset()) : py::none();
   PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
   throw py::error_already_set();
 }
@@ -96,6 +118,26 @@ PYBIND11_MODULE(_packrec, module) {
       "and decoder of this process, as PIL's Image.MAX_IMAGE_PIXELS (1 to 268435456)");
   module.def("max_image_pixels", &packrec::MaxImagePixels,
              "The pixel limit in force (PACKREC_MAX_IMAGE_PIXELS, else 178956970 as PIL)");
+  module.def(
+      "formats",
+      [] {
+        py::list formats;
+        for (const packrec::FormatInfo& info : packrec::ListFormats()) {
+          py::dict format;
+          format["name"] = info.name;
+          format["summary"] = info.summary;
+          format["suffixes"] = info.suffixes;
+          format["readable"] = info.readable;
+          format["single_file"] = info.single_file;
+          format["resumable"] = info.resumable;
+          formats.append(format);
+        }
+        return formats;
+      },
+      "The formats convert writes, as the registry lists them (packrec/format.h): dicts of "
+      "name, summary, suffixes, readable, single_file, resumable; the first is the default");
+  module.def("source_formats", &packrec::SourceFormatNames,
+             "What convert's from_ takes (packrec/source.h)");
   BindDataset(module);
   BindConvert(module);
   BindDecode(module);

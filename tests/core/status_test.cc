@@ -27,6 +27,33 @@ TEST_CASE("status carries code and message, and context is prepended") {
   CHECK(Status::OK().WithContext("x").ok());
 }
 
+TEST_CASE("status carries where the error is and what to do as fields, which context keeps") {
+  const Status error = Status::Corruption("record 7: checksum mismatch")
+                           .WithPath("/data/shard-000001.pkr")
+                           .WithRecordIndex(7)
+                           .WithByteOffset(4096)
+                           .WithRemedy(Remedy::kOverwriteToRestart);
+  CHECK(error.path() == "/data/shard-000001.pkr");
+  CHECK(error.record_index() == std::optional<std::uint64_t>(7));
+  CHECK(error.byte_offset() == std::optional<std::uint64_t>(4096));
+  CHECK(error.remedy() == Remedy::kOverwriteToRestart);
+  // The message is the message: no advice or fields are written into it.
+  CHECK(error.message() == "record 7: checksum mismatch");
+  const Status wrapped = error.WithContext("merging parts/");
+  CHECK(wrapped.message() == "merging parts/: record 7: checksum mismatch");
+  CHECK(wrapped.record_index() == error.record_index());
+  CHECK(wrapped.path() == error.path());
+  CHECK(wrapped.remedy() == error.remedy());
+  // OK stays OK, with no fields.
+  const Status ok =
+      Status::OK().WithRecordIndex(3).WithPath("x").WithRemedy(Remedy::kResumeOnceFixed);
+  CHECK(ok.ok());
+  CHECK_FALSE(ok.record_index().has_value());
+  CHECK(ok.path().empty());
+  CHECK(ok.remedy() == Remedy::kNone);
+  CHECK_FALSE(Status::NotFound("x").record_index().has_value());
+}
+
 TEST_CASE("result holds a value or the error, and ASSIGN_OR_RETURN propagates it") {
   Result<int> quarter = Quarter(8);
   REQUIRE(quarter.ok());

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "dataset/manifest_json.h"
 #include "lmdb/lmdb_layout.h"
 #include "shard_test_util.h"
+#include "storage/manifest_json.h"
 
 namespace packrec {
 namespace {

@@ -8,10 +8,10 @@
 
 #include "core/checksum.h"
 #include "core/file_io.h"
-#include "dataset/manifest_json.h"
 #include "fuzz_util.h"
 #include "shard/manifest.h"
 #include "shard/shard_layout.h"
+#include "storage/manifest_json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   namespace fs = std::filesystem;

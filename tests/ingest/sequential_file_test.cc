@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "ingest/source_util.h"
+#include "storage/source_util.h"
 #include "test_util.h"
 
 namespace packrec {

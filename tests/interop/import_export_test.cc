@@ -13,10 +13,10 @@
 #include "core/endian.h"
 #include "core/file_io.h"
 #include "formats/shard_test_util.h"
-#include "ingest/source_util.h"
 #include "packrec/convert.h"
 #include "packrec/reader.h"
 #include "packrec/source.h"
+#include "storage/source_util.h"
 #include "test_util.h"
 
 namespace packrec {
@@ -317,7 +317,7 @@ TEST_CASE("a TFRecord cut every 97 bytes through its last frame: the records bef
     CHECK(failed.status().code() == StatusCode::kInvalidInput);
     CHECK(failed.status().message().find("at byte " + std::to_string(last)) != std::string::npos);
     CHECK(failed.status().message().find("truncated") != std::string::npos);
-    in.on_error = OnError::kSkip;
+    in.on_error = OnBadRecord::kSkip;
     Result<ConvertStats> skipped = Convert(in);
     REQUIRE(skipped.ok());
     CHECK(skipped->records_written == 2);
@@ -1020,7 +1020,7 @@ TEST_CASE("a container's data file that cannot be opened is one named reject; th
       ConvertOptions skip;
       skip.source = source_dir;
       skip.output = dir / (format + "-skip-" + way);
-      skip.on_error = OnError::kSkip;
+      skip.on_error = OnBadRecord::kSkip;
       const Result<ConvertStats> skipped = Convert(skip);
       REQUIRE_MESSAGE(skipped.ok(), skipped.status().ToString());
       CHECK(skipped->records_written == expected->size() - gone_records);
@@ -1028,7 +1028,7 @@ TEST_CASE("a container's data file that cannot be opened is one named reject; th
       CHECK(skipped->rejects[0].path == gone.string());
       ConvertOptions fail = skip;
       fail.output = dir / (format + "-fail-" + way);
-      fail.on_error = OnError::kFail;
+      fail.on_error = OnBadRecord::kFail;
       const Result<ConvertStats> failed = Convert(fail);
       REQUIRE_FALSE(failed.ok());
       CHECK(failed.status().message().find(gone.string() + ": " + why) != std::string::npos);

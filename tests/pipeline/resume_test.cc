@@ -11,6 +11,7 @@
 #include "packrec/convert.h"
 #include "packrec/loader.h"
 #include "packrec/synth.h"
+#include "pipeline/epoch_sequence.h"
 
 namespace packrec {
 namespace {

@@ -86,6 +86,10 @@ def test_errors_are_typed_and_name_the_record(tmp_path, datasets):
         damaged[victim]
     assert corrupt.value.record_index == victim
     assert f"record {victim}" in str(corrupt.value) and "damaged.pkr" in str(corrupt.value)
+    # Where it is comes from the status's fields: the shard file holding the record.
+    assert corrupt.value.path is not None and corrupt.value.path.startswith(str(copy))
+    assert os.path.basename(corrupt.value.path).startswith("shard-")
+    assert past_end.value.path == str(datasets["shard"]) and past_end.value.remedy is None
     assert damaged[victim + 1] == ds[victim + 1]
     report = damaged.verify()
     assert not report["ok"] and report["problems"][0]["record_index"] == victim

@@ -149,6 +149,7 @@ def test_a_bad_record_raises_with_its_index_or_is_skipped(tmp_path, datasets):
         for _ in packrec.Loader(ds, batch_size=16, shuffle=False, size=32):
             pass
     assert raised.value.record_index == victim
+    assert raised.value.path is not None and raised.value.path.startswith(str(copy))
     assert f"record {victim}" in str(raised.value) and ds[victim + 1][0]
     skipping = packrec.Loader(ds, batch_size=16, shuffle=False, size=32, on_bad_record="skip")
     assert sum(len(labels) for _, labels in skipping) == 119

@@ -165,8 +165,9 @@ def test_a_killed_conversion_resumes_from_python(tree, tmp_path, fmt):
     else:
         pytest.skip("every run finished before it could be killed")
     kept = json.loads(journal.read_text())["records"]
-    with pytest.raises(errors.AlreadyExistsError, match="--resume"):
+    with pytest.raises(errors.AlreadyExistsError, match="resume=True") as refused:
         packrec.convert(tree, out, format=fmt, shard_size="16KiB")
+    assert refused.value.remedy == "resume_or_overwrite" and "--resume" not in str(refused.value)
     done = packrec.convert(tree, out, format=fmt, shard_size="16KiB", resume=True)
     assert done["resumed_records"] == kept
     (got, got_info), (want, want_info) = records(out), records(reference)

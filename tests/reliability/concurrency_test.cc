@@ -210,7 +210,7 @@ TEST_CASE("an import prepared on 8 workers equals the one prepared on 1, rejects
       in.source = source;
       in.output = dir / (source.filename().string() + "-in-" + std::to_string(threads));
       in.threads = threads;
-      in.on_error = OnError::kSkip;
+      in.on_error = OnBadRecord::kSkip;
       Result<ConvertStats> stats = Convert(in);
       REQUIRE_MESSAGE(stats.ok(), stats.status().ToString());
       CHECK(stats->records_written == 116);
@@ -233,7 +233,7 @@ TEST_CASE("an import prepared on 8 workers equals the one prepared on 1, rejects
 
       // Under --on-error fail, the first bad record in source order is the one named, and the
       // import stops with records still being prepared.
-      in.on_error = OnError::kFail;
+      in.on_error = OnBadRecord::kFail;
       in.writer.overwrite = true;
       Result<ConvertStats> failed = Convert(in);
       REQUIRE_FALSE(failed.ok());

@@ -88,8 +88,31 @@ void AddMaxPixelsOption(CLI::App* command) {
       ->check(CLI::Range(std::uint64_t{1}, kMaxImagePixels));
 }
 
+std::string_view Advice(Remedy remedy) {
+  switch (remedy) {
+    case Remedy::kNone:
+      return {};
+    case Remedy::kOverwriteToReplace:
+      return "pass --overwrite to replace it";
+    case Remedy::kOverwriteToRestart:
+      return "pass --overwrite to start again";
+    case Remedy::kResumeOrOverwrite:
+      return "pass --resume to continue it, or --overwrite to start again";
+    case Remedy::kResumeOnceFixed:
+      return "once that is fixed, run the same command with --resume to continue";
+    case Remedy::kSkipBadInput:
+      return "pass --on-error skip to leave it out";
+  }
+  return {};
+}
+
 int Fail(const std::string& command, const Status& status) {
-  std::cerr << "packrec " << command << ": error: " << PrintableText(status.ToString()) << "\n";
+  std::string text = status.ToString();
+  if (const std::string_view advice = Advice(status.remedy()); !advice.empty()) {
+    text += "; ";
+    text += advice;
+  }
+  std::cerr << "packrec " << command << ": error: " << PrintableText(text) << "\n";
   return ExitCodeFor(status);
 }
 

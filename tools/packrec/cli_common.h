@@ -28,7 +28,9 @@ enum ExitCode : int {
 std::string PrintableText(std::string_view text);
 
 int ExitCodeFor(const Status& status);
-// Prints "packrec <command>: error: <status>" to stderr and returns its exit code.
+// What the CLI tells the user to do about an error (Status::remedy), in its flags' terms.
+std::string_view Advice(Remedy remedy);
+// Prints "packrec <command>: error: <status>; <advice>" to stderr and returns its exit code.
 int Fail(const std::string& command, const Status& status);
 
 // Adds --max-pixels N to `command`: the pixel limit of every probe and decode in this run

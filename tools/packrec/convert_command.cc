@@ -7,6 +7,8 @@
 
 #include "cli_common.h"
 #include "packrec/convert.h"
+#include "packrec/format.h"
+#include "packrec/source.h"
 
 namespace packrec::cli {
 namespace {
@@ -16,6 +18,22 @@ std::string Duration(double seconds) {
   char text[32];
   std::snprintf(text, sizeof text, "%ld:%02ld", total / 60, total % 60);
   return text;
+}
+
+// --format's help: every format in the registry, with what it is.
+std::string FormatHelp() {
+  std::string help = "Output format:";
+  bool in_exports = false;
+  for (const FormatInfo& format : ListFormats()) {
+    if (!format.readable && !in_exports) {
+      help.back() = ';';
+      help += " exports, for other tools' readers:";
+      in_exports = true;
+    }
+    help += " " + format.name + " (" + format.summary + "),";
+  }
+  help.pop_back();
+  return help;
 }
 
 Status PrintProgress(const ConvertProgress& progress) {
@@ -72,13 +90,9 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
                    "pattern ('train-{000000..000127}.tar'), MDS or LMDB directory, dataset")
       ->required();
   command->add_option("OUT", args->output, "Dataset directory to create")->required();
-  command
-      ->add_option("--format", args->options.writer.format,
-                   "Output format: shard (packrec's mmap-friendly shards), lmdb (an LMDB "
-                   "environment, readable by python-lmdb) or hdf5 (one HDF5 file, readable by "
-                   "h5py; OUT is the file); exports: wds (WebDataset tar shards), tfrecord "
-                   "(tf.Example records + DALI index files), recordio (MXNet .rec + .idx + .lst)")
-      ->check(CLI::IsMember({"shard", "lmdb", "hdf5", "wds", "tfrecord", "recordio"}))
+  args->options.writer.format = ListFormats().front().name;  // the registry's first: shard
+  command->add_option("--format", args->options.writer.format, FormatHelp())
+      ->check(CLI::IsMember(WritableFormats()))
       ->capture_default_str();
   command
       ->add_option("--shard-size", args->options.writer.shard_size_bytes,
@@ -104,22 +118,8 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
           "for --hdf5-layout pixels: deflate or deflate:LEVEL (1-9)")
       ->check(CLI::Validator(
           [](std::string& value) -> std::string {
-            if (value == "none" || value == "zstd" || value == "deflate") return "";
-            if (value.rfind("deflate:", 0) == 0 && value.size() == 9 && value[8] >= '1' &&
-                value[8] <= '9') {
-              return "";
-            }
-            if (value.rfind("zstd:", 0) == 0) {
-              const std::string level = value.substr(5);
-              if (!level.empty() && level.size() <= 2 &&
-                  level.find_first_not_of("0123456789") == std::string::npos) {
-                const int n = std::stoi(level);
-                if (n >= 1 && n <= 22) return "";
-              }
-            }
-            return "must be none, zstd, zstd:1 to zstd:22, deflate or deflate:1 to deflate:9, "
-                   "got '" +
-                   value + "'";
+            const Result<CompressionSetting> parsed = ParseCompression(value);
+            return parsed.ok() ? std::string() : parsed.status().message();
           },
           "none|zstd[:LEVEL]|deflate[:LEVEL]"))
       ->capture_default_str();
@@ -180,8 +180,7 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
       ->add_option("--from", args->from,
                    "What SRC is: auto (detected from its names and first bytes), folder, list, "
                    "wds, tfrecord, recordio, mds, caffe-lmdb or packrec")
-      ->check(CLI::IsMember({"auto", "folder", "list", "wds", "tfrecord", "recordio", "mds",
-                             "caffe-lmdb", "packrec"}))
+      ->check(CLI::IsMember(SourceFormatNames()))
       ->capture_default_str();
   command->add_option("--image-field", args->options.source_options.image_field,
                       "Imports: the feature (tfrecord), column (mds) or member extension (wds) "
@@ -251,19 +250,13 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
     options.list_kind = args->list_format == "caffe"   ? ListFileKind::kCaffe
                         : args->list_format == "mxnet" ? ListFileKind::kMxnet
                                                        : ListFileKind::kAuto;
-    options.on_error = args->on_error == "skip" ? OnError::kSkip : OnError::kFail;
+    options.on_error = args->on_error == "skip" ? OnBadRecord::kSkip : OnBadRecord::kFail;
     options.from = ParseSourceFormat(args->from).value();  // the flag's check allows only names
     options.source_options.raw_pixels =
         args->caffe_raw == "raw" ? RawPixels::kRaw : RawPixels::kPng;
-    if (args->compress.rfind("zstd", 0) == 0) {
-      options.writer.compression = Compression::kZstd;
-      if (args->compress.size() > 5)
-        options.writer.compression_level = std::stoi(args->compress.substr(5));
-    } else if (args->compress.rfind("deflate", 0) == 0) {
-      options.writer.compression = Compression::kDeflate;
-      options.writer.compression_level =
-          args->compress.size() > 8 ? std::stoi(args->compress.substr(8)) : 4;
-    }
+    const CompressionSetting compression = ParseCompression(args->compress).value();  // checked
+    options.writer.compression = compression.codec;
+    options.writer.compression_level = compression.level;
     if (args->lmdb_values == "caffe-datum") options.writer.lmdb_values = LmdbValues::kCaffeDatum;
     if (args->hdf5_layout == "pixels") {
       options.writer.hdf5_layout = Hdf5Layout::kPixels;

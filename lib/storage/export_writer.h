@@ -1,8 +1,8 @@
 // What the export formats (wds, tfrecord, recordio) share: files sealed one after the other in a
 // staging directory that becomes the output directory at Finish, and packrec-export.json, which
 // lists them with their record counts and carries the class names those formats have no place for.
-#ifndef PACKREC_LIB_DATASET_EXPORT_WRITER_H_
-#define PACKREC_LIB_DATASET_EXPORT_WRITER_H_
+#ifndef PACKREC_LIB_STORAGE_EXPORT_WRITER_H_
+#define PACKREC_LIB_STORAGE_EXPORT_WRITER_H_
 
 #include <cstdint>
 #include <filesystem>
@@ -107,4 +107,4 @@ Result<std::unique_ptr<DatasetWriter>> CreateExportWriter(const std::filesystem:
 
 }  // namespace packrec
 
-#endif  // PACKREC_LIB_DATASET_EXPORT_WRITER_H_
+#endif  // PACKREC_LIB_STORAGE_EXPORT_WRITER_H_

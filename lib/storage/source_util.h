@@ -1,7 +1,7 @@
 // Small pieces every record source shares: labels written as text, class names gathered while
 // reading, where a record came from.
-#ifndef PACKREC_LIB_INGEST_SOURCE_UTIL_H_
-#define PACKREC_LIB_INGEST_SOURCE_UTIL_H_
+#ifndef PACKREC_LIB_STORAGE_SOURCE_UTIL_H_
+#define PACKREC_LIB_STORAGE_SOURCE_UTIL_H_
 
 #include <algorithm>
 #include <cstddef>
@@ -137,4 +137,4 @@ class FileListSource : public RecordSource {
 
 }  // namespace packrec
 
-#endif  // PACKREC_LIB_INGEST_SOURCE_UTIL_H_
+#endif  // PACKREC_LIB_STORAGE_SOURCE_UTIL_H_

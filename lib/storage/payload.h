@@ -1,8 +1,8 @@
 // What every format does the same way with a record's payload: optional zstd on the way in,
 // decompression on the way out, and the checks on writer options and keys that go with them.
 // payload.cc is the only file that includes zstd.h.
-#ifndef PACKREC_LIB_DATASET_PAYLOAD_H_
-#define PACKREC_LIB_DATASET_PAYLOAD_H_
+#ifndef PACKREC_LIB_STORAGE_PAYLOAD_H_
+#define PACKREC_LIB_STORAGE_PAYLOAD_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -36,8 +36,26 @@ bool MayCompress(const RecordInput& record, const WriterOptions& options);
 std::uint64_t StoredChecksum(const RecordInput& record, std::span<const std::byte> stored,
                              std::uint64_t index);
 
-// Checks the options every writer shares (compression level), naming the flag.
-Status ValidateCommonWriterOptions(const WriterOptions& options);
+// The options of WriterOptions that belong to one format, which the others refuse.
+struct FormatOwnedOptions {
+  bool pixel_layout = false;        // hdf5_layout kPixels, pixel_height, pixel_width
+  bool caffe_datum_values = false;  // lmdb_values kCaffeDatum
+};
+
+// Checks the options every writer shares (compression level), naming the flag, and refuses the
+// options of another format than the calling writer's (`owned`: the ones it takes).
+Status ValidateCommonWriterOptions(const WriterOptions& options, FormatOwnedOptions owned = {});
+// `result`, or its error marked with the record and the file it is about (Status::record_index,
+// Status::path): what every format's Reader::Read returns.
+template <typename T>
+Result<T> AtRecord(Result<T> result, std::uint64_t index, const std::string& path) {
+  if (result.ok()) return result;
+  Status status = result.status();
+  if (!status.record_index()) status = status.WithRecordIndex(index);
+  if (status.path().empty()) status = status.WithPath(path);
+  return status;
+}
+
 // InvalidArgument when a key is longer than `max_bytes`, naming the record.
 Status CheckKeySize(std::uint64_t index, std::size_t key_size, std::size_t max_bytes);
 
@@ -58,4 +76,4 @@ Status IndexOutOfRange(std::uint64_t index, std::uint64_t size);
 
 }  // namespace packrec
 
-#endif  // PACKREC_LIB_DATASET_PAYLOAD_H_
+#endif  // PACKREC_LIB_STORAGE_PAYLOAD_H_

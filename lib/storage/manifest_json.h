@@ -1,8 +1,8 @@
 // The dataset-level fields every format stores (counts, classes, listing hash, options), as one
 // JSON document with a checksum over its canonical form. The shard format keeps it in
 // manifest.json; the LMDB format under a metadata key.
-#ifndef PACKREC_LIB_DATASET_MANIFEST_JSON_H_
-#define PACKREC_LIB_DATASET_MANIFEST_JSON_H_
+#ifndef PACKREC_LIB_STORAGE_MANIFEST_JSON_H_
+#define PACKREC_LIB_STORAGE_MANIFEST_JSON_H_
 
 #include <nlohmann/json.hpp>
 
@@ -56,4 +56,4 @@ DatasetInfo InfoFromManifest(const DatasetManifest& manifest, std::string format
 
 }  // namespace packrec
 
-#endif  // PACKREC_LIB_DATASET_MANIFEST_JSON_H_
+#endif  // PACKREC_LIB_STORAGE_MANIFEST_JSON_H_

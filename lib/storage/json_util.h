@@ -1,7 +1,7 @@
 // Reading numbers out of JSON documents that may come from outside or be damaged (manifests,
 // journals, loader states, merge parts).
-#ifndef PACKREC_LIB_DATASET_JSON_UTIL_H_
-#define PACKREC_LIB_DATASET_JSON_UTIL_H_
+#ifndef PACKREC_LIB_STORAGE_JSON_UTIL_H_
+#define PACKREC_LIB_STORAGE_JSON_UTIL_H_
 
 #include <nlohmann/json.hpp>
 
@@ -44,4 +44,4 @@ inline const nlohmann::json& FieldOrNull(const nlohmann::json& object, const cha
 
 }  // namespace packrec
 
-#endif  // PACKREC_LIB_DATASET_JSON_UTIL_H_
+#endif  // PACKREC_LIB_STORAGE_JSON_UTIL_H_

@@ -1,12 +1,12 @@
-#include "dataset/export_writer.h"
+#include "storage/export_writer.h"
 
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <system_error>
 
-#include "dataset/manifest_json.h"
-#include "dataset/payload.h"
+#include "storage/manifest_json.h"
+#include "storage/payload.h"
 
 namespace packrec {
 

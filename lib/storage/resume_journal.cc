@@ -1,4 +1,4 @@
-#include "dataset/resume_journal.h"
+#include "storage/resume_journal.h"
 
 #include <system_error>
 
@@ -29,8 +29,8 @@ Result<ResumeJournal> ReadResumeJournal(const fs::path& path) {
   const std::string_view text = AsText(bytes);
   const json document = json::parse(text, nullptr, /*allow_exceptions=*/false);
   const auto bad = [&](const std::string& why) {
-    return Status::Corruption("resume journal " + path.string() + ": " + why +
-                              " (start the conversion again with --overwrite)");
+    return Status::Corruption("resume journal " + path.string() + ": " + why)
+        .WithRemedy(Remedy::kOverwriteToRestart);
   };
   if (document.is_discarded() || !document.is_object()) return bad("not a JSON object");
   const auto version = document.find("packrec_resume");

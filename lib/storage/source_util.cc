@@ -1,4 +1,4 @@
-#include "ingest/source_util.h"
+#include "storage/source_util.h"
 
 #include <charconv>
 #include <cstring>

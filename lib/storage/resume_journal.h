@@ -2,8 +2,8 @@
 // the writer's own state for reopening them, and the caller's state (how far into its input it
 // was). Rewritten atomically at every checkpoint; removed when the dataset is complete.
 // docs/reliability.md describes it.
-#ifndef PACKREC_LIB_DATASET_RESUME_JOURNAL_H_
-#define PACKREC_LIB_DATASET_RESUME_JOURNAL_H_
+#ifndef PACKREC_LIB_STORAGE_RESUME_JOURNAL_H_
+#define PACKREC_LIB_STORAGE_RESUME_JOURNAL_H_
 
 #include <nlohmann/json.hpp>
 
@@ -39,4 +39,4 @@ Result<InterruptedConversion> ReopenInterrupted(const std::filesystem::path& dir
 
 }  // namespace packrec
 
-#endif  // PACKREC_LIB_DATASET_RESUME_JOURNAL_H_
+#endif  // PACKREC_LIB_STORAGE_RESUME_JOURNAL_H_

@@ -1,13 +1,57 @@
-#include "dataset/payload.h"
+#include "storage/payload.h"
 
 #include <zstd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <memory>
+#include <string>
+#include <system_error>
 
 #include "core/checksum.h"
 
 namespace packrec {
+
+Result<CompressionSetting> ParseCompression(std::string_view text) {
+  const std::size_t colon = text.find(':');
+  const std::string_view codec = text.substr(0, colon);
+  CompressionSetting setting;
+  int max_level = 0;
+  if (codec == "none" && colon == std::string_view::npos) return setting;
+  if (codec == "zstd") {
+    setting = {Compression::kZstd, 3};
+    max_level = ZSTD_maxCLevel();
+  } else if (codec == "deflate") {
+    setting = {Compression::kDeflate, 4};
+    max_level = 9;
+  }
+  const std::string_view level =
+      colon == std::string_view::npos ? std::string_view() : text.substr(colon + 1);
+  int parsed = 0;
+  const auto [end, error] = std::from_chars(level.data(), level.data() + level.size(), parsed);
+  const bool level_ok = colon == std::string_view::npos ||
+                        (error == std::errc() && end == level.data() + level.size() &&
+                         parsed >= 1 && parsed <= max_level);
+  if (max_level == 0 || !level_ok) {
+    return Status::InvalidArgument(
+        "compression must be none, zstd, zstd:1 to zstd:" + std::to_string(ZSTD_maxCLevel()) +
+        ", deflate or deflate:1 to deflate:9, got '" + std::string(text) + "'");
+  }
+  if (colon != std::string_view::npos) setting.level = parsed;
+  return setting;
+}
+
+std::string_view CompressionName(Compression codec) {
+  switch (codec) {
+    case Compression::kNone:
+      return "none";
+    case Compression::kZstd:
+      return "zstd";
+    case Compression::kDeflate:
+      return "deflate";
+  }
+  return "none";
+}
 
 bool MayCompress(const RecordInput& record, const WriterOptions& options) {
   return options.compression == Compression::kZstd && record.image.encoding != Encoding::kJpeg &&
@@ -37,9 +81,9 @@ std::uint64_t StoredChecksum(const RecordInput& record, std::span<const std::byt
   return Xxh64(stored, /*seed=*/index);
 }
 
-Status ValidateCommonWriterOptions(const WriterOptions& options) {
+Status ValidateCommonWriterOptions(const WriterOptions& options, FormatOwnedOptions owned) {
   const bool pixels = options.hdf5_layout == Hdf5Layout::kPixels;
-  if (pixels && options.format != "hdf5") {
+  if (pixels && !owned.pixel_layout) {
     return Status::InvalidArgument("--hdf5-layout pixels needs --format hdf5");
   }
   if (pixels != (options.pixel_height > 0 || options.pixel_width > 0)) {
@@ -63,7 +107,7 @@ Status ValidateCommonWriterOptions(const WriterOptions& options) {
     }
   }
   if (options.lmdb_values == LmdbValues::kCaffeDatum) {
-    if (options.format != "lmdb") {
+    if (!owned.caffe_datum_values) {
       return Status::InvalidArgument("--lmdb-values caffe-datum needs --format lmdb");
     }
     if (options.compression != Compression::kNone) {
@@ -158,7 +202,8 @@ Result<std::vector<std::byte>> DecompressZstdFrames(std::span<const std::byte> c
 Status IndexOutOfRange(std::uint64_t index, std::uint64_t size) {
   return Status::OutOfRange("record index " + std::to_string(index) +
                             " is out of range (the dataset has " + std::to_string(size) +
-                            " records)");
+                            " records)")
+      .WithRecordIndex(index);
 }
 
 }  // namespace packrec

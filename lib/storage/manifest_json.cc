@@ -1,11 +1,12 @@
-#include "dataset/manifest_json.h"
-#include "dataset/json_util.h"
+#include "storage/manifest_json.h"
+#include "storage/json_util.h"
 
 #include <algorithm>
 
 #include "core/checksum.h"
 #include "core/file_io.h"
 #include "core/keys.h"
+#include "packrec/version.h"
 
 namespace packrec {
 namespace {
@@ -41,7 +42,7 @@ DatasetManifest ManifestFromMetadata(const DatasetMetadata& metadata, std::strin
   manifest.listing_hash = metadata.listing_hash;
   manifest.source_kind = metadata.source_kind;
   manifest.options_json = metadata.options_json;
-  manifest.created_by = "packrec " PACKREC_VERSION_STRING;
+  manifest.created_by = std::string("packrec ") + Version();
   return manifest;
 }
 

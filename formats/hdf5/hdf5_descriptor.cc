@@ -1,0 +1,49 @@
+// What the hdf5 format says about itself: the registry's entry for it
+// (lib/storage/format_descriptor.h).
+#include "core/output_dir.h"
+#include "hdf5/hdf5_format.h"
+#include "storage/json_util.h"
+
+namespace packrec::hdf5 {
+namespace {
+
+void OptionsToJson(const WriterOptions& options, nlohmann::json& out) {
+  const bool pixels = options.hdf5_layout == Hdf5Layout::kPixels;
+  out["hdf5_layout"] = pixels ? "pixels" : "encoded";
+  if (pixels) out["size"] = {options.pixel_height, options.pixel_width};
+}
+
+void OptionsFromJson(const nlohmann::json& in, WriterOptions& options) {
+  if (in.value("hdf5_layout", std::string("encoded")) == "pixels") {
+    options.hdf5_layout = Hdf5Layout::kPixels;
+    const nlohmann::json& size = in.at("size");
+    options.pixel_height = GetUnsigned<std::uint32_t>(size.at(0));
+    options.pixel_width = GetUnsigned<std::uint32_t>(size.at(1));
+  }
+}
+
+}  // namespace
+
+const FormatDescriptor& Hdf5Format() {
+  static const FormatDescriptor kDescriptor = [] {
+    FormatDescriptor descriptor;
+    descriptor.info = {"hdf5",
+                       "one HDF5 file, which h5py reads (docs/formats/hdf5.md)",
+                       {".h5", ".hdf5"},
+                       /*readable=*/true,
+                       /*single_file=*/true,
+                       /*resumable=*/true};
+    descriptor.looks_like = LooksLikeHdf5Dataset;
+    descriptor.open = OpenHdf5Dataset;
+    descriptor.create = CreateHdf5Writer;
+    descriptor.resume = ResumeHdf5Writer;
+    descriptor.options_to_json = OptionsToJson;
+    descriptor.options_from_json = OptionsFromJson;
+    descriptor.uses_payload_total = true;
+    descriptor.side_file_suffixes = {kTempSuffix, kPayloadScratchSuffix, kResumeJournalSuffix};
+    return descriptor;
+  }();
+  return kDescriptor;
+}
+
+}  // namespace packrec::hdf5
