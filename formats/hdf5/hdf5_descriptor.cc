@@ -8,41 +8,39 @@ namespace packrec::hdf5 {
 namespace {
 
 void OptionsToJson(const WriterOptions& options, nlohmann::json& out) {
-  const bool pixels = options.hdf5_layout == Hdf5Layout::kPixels;
+  const bool pixels = options.hdf5.layout == Hdf5Layout::kPixels;
   out["hdf5_layout"] = pixels ? "pixels" : "encoded";
-  if (pixels) out["size"] = {options.pixel_height, options.pixel_width};
+  if (pixels) out["size"] = {options.hdf5.pixel_height, options.hdf5.pixel_width};
 }
 
 void OptionsFromJson(const nlohmann::json& in, WriterOptions& options) {
   if (in.value("hdf5_layout", std::string("encoded")) == "pixels") {
-    options.hdf5_layout = Hdf5Layout::kPixels;
+    options.hdf5.layout = Hdf5Layout::kPixels;
     const nlohmann::json& size = in.at("size");
-    options.pixel_height = GetUnsigned<std::uint32_t>(size.at(0));
-    options.pixel_width = GetUnsigned<std::uint32_t>(size.at(1));
+    options.hdf5.pixel_height = GetUnsigned<std::uint32_t>(size.at(0));
+    options.hdf5.pixel_width = GetUnsigned<std::uint32_t>(size.at(1));
   }
 }
 
 }  // namespace
 
 const FormatDescriptor& Hdf5Format() {
-  static const FormatDescriptor kDescriptor = [] {
-    FormatDescriptor descriptor;
-    descriptor.info = {"hdf5",
-                       "one HDF5 file, which h5py reads (docs/formats/hdf5.md)",
-                       {".h5", ".hdf5"},
-                       /*readable=*/true,
-                       /*single_file=*/true,
-                       /*resumable=*/true};
-    descriptor.looks_like = LooksLikeHdf5Dataset;
-    descriptor.open = OpenHdf5Dataset;
-    descriptor.create = CreateHdf5Writer;
-    descriptor.resume = ResumeHdf5Writer;
-    descriptor.options_to_json = OptionsToJson;
-    descriptor.options_from_json = OptionsFromJson;
-    descriptor.uses_payload_total = true;
-    descriptor.side_file_suffixes = {kTempSuffix, kPayloadScratchSuffix, kResumeJournalSuffix};
-    return descriptor;
-  }();
+  static const FormatDescriptor kDescriptor{
+      .info = {.name = "hdf5",
+               .summary = "one HDF5 file, which h5py reads (docs/formats/hdf5.md)",
+               .suffixes = {".h5", ".hdf5"},
+               .readable = true,
+               .single_file = true,
+               .resumable = true},
+      .looks_like = LooksLikeHdf5Dataset,
+      .open = OpenHdf5Dataset,
+      .create = CreateHdf5Writer,
+      .resume = ResumeHdf5Writer,
+      .options_to_json = OptionsToJson,
+      .options_from_json = OptionsFromJson,
+      .uses_payload_total = true,
+      .side_file_suffixes = {kTempSuffix, kPayloadScratchSuffix, kResumeJournalSuffix},
+  };
   return kDescriptor;
 }
 

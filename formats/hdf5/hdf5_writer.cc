@@ -422,12 +422,12 @@ class PixelsWriter final : public Hdf5WriterBase {
  public:
   PixelsWriter(fs::path target, WriterOptions options, Handle file)
       : Hdf5WriterBase(std::move(target), std::move(options), std::move(file)),
-        image_bytes_(std::size_t{options_.pixel_height} * options_.pixel_width * 3) {}
+        image_bytes_(std::size_t{options_.hdf5.pixel_height} * options_.hdf5.pixel_width * 3) {}
   ~PixelsWriter() override { AbortUnlessFinished(); }
 
   // REQUIRES: the caller holds LibraryMutex().
   Status Start() {
-    const hsize_t dims[4] = {0, options_.pixel_height, options_.pixel_width, 3};
+    const hsize_t dims[4] = {0, options_.hdf5.pixel_height, options_.hdf5.pixel_width, 3};
     const hsize_t max_dims[4] = {H5S_UNLIMITED, dims[1], dims[2], 3};
     const hsize_t chunk[4] = {1, dims[1], dims[2], 3};
     Handle space(H5Screate_simple(4, dims, max_dims), H5Sclose);
@@ -447,12 +447,13 @@ class PixelsWriter final : public Hdf5WriterBase {
   Status AddPayload(const RecordInput& record) override {
     const std::uint64_t index = tables_.labels.size();
     if (record.image.encoding != Encoding::kRawRgb || record.bytes.size() != image_bytes_ ||
-        record.image.width != options_.pixel_width ||
-        record.image.height != options_.pixel_height) {
-      return Status::InvalidArgument(
-          "record " + std::to_string(index) + " ('" + std::string(record.key) +
-          "'): the pixels layout takes raw RGB images of exactly " +
-          std::to_string(options_.pixel_height) + "x" + std::to_string(options_.pixel_width));
+        record.image.width != options_.hdf5.pixel_width ||
+        record.image.height != options_.hdf5.pixel_height) {
+      return Status::InvalidArgument("record " + std::to_string(index) + " ('" +
+                                     std::string(record.key) +
+                                     "'): the pixels layout takes raw RGB images of exactly " +
+                                     std::to_string(options_.hdf5.pixel_height) + "x" +
+                                     std::to_string(options_.hdf5.pixel_width));
     }
     {
       std::lock_guard lock(LibraryMutex());
@@ -461,7 +462,7 @@ class PixelsWriter final : public Hdf5WriterBase {
         PACKREC_RETURN_IF_ERROR(SetExtent(capacity_));
       }
       const hsize_t start[4] = {index, 0, 0, 0};
-      const hsize_t count[4] = {1, options_.pixel_height, options_.pixel_width, 3};
+      const hsize_t count[4] = {1, options_.hdf5.pixel_height, options_.hdf5.pixel_width, 3};
       Handle file_space(H5Dget_space(images_.get()), H5Sclose);
       H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
       Handle memory_space(H5Screate_simple(4, count, nullptr), H5Sclose);
@@ -488,7 +489,7 @@ class PixelsWriter final : public Hdf5WriterBase {
  private:
   // REQUIRES: the caller holds LibraryMutex().
   Status SetExtent(hsize_t count) {
-    const hsize_t dims[4] = {count, options_.pixel_height, options_.pixel_width, 3};
+    const hsize_t dims[4] = {count, options_.hdf5.pixel_height, options_.hdf5.pixel_width, 3};
     if (H5Dset_extent(images_.get(), dims) < 0)
       return Hdf5Error(StatusCode::kIOError, "resize /images in", tmp_);
     return Status::OK();
@@ -525,7 +526,7 @@ Result<std::unique_ptr<DatasetWriter>> StartHdf5Writer(const fs::path& file,
     std::lock_guard lock(LibraryMutex());
     PrepareLibrary();
     PACKREC_ASSIGN_OR_RETURN(Handle handle, CreateFile(WithSuffix(file, kTempSuffix)));
-    if (options.hdf5_layout == Hdf5Layout::kPixels) {
+    if (options.hdf5.layout == Hdf5Layout::kPixels) {
       auto pixels = std::make_unique<PixelsWriter>(file, options, std::move(handle));
       started = pixels->Start();
       writer = std::move(pixels);

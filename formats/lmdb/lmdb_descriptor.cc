@@ -6,36 +6,35 @@ namespace packrec::lmdb {
 namespace {
 
 void OptionsToJson(const WriterOptions& options, nlohmann::json& out) {
-  out["lmdb_values"] = options.lmdb_values == LmdbValues::kCaffeDatum ? "caffe-datum" : "packrec";
+  out["lmdb_values"] = options.lmdb.values == LmdbValues::kCaffeDatum ? "caffe-datum" : "packrec";
 }
 
 void OptionsFromJson(const nlohmann::json& in, WriterOptions& options) {
   if (in.value("lmdb_values", std::string("packrec")) == "caffe-datum") {
-    options.lmdb_values = LmdbValues::kCaffeDatum;
+    options.lmdb.values = LmdbValues::kCaffeDatum;
   }
 }
 
 }  // namespace
 
 const FormatDescriptor& LmdbFormat() {
-  static const FormatDescriptor kDescriptor = [] {
-    FormatDescriptor descriptor;
-    descriptor.info = {
-        "lmdb",
-        "one LMDB environment, which python-lmdb, Caffe and DALI read (docs/formats/lmdb.md)",
-        {".lmdb"},
-        /*readable=*/true,
-        /*single_file=*/false,
-        /*resumable=*/true};
-    descriptor.looks_like = LooksLikeLmdbDataset;
-    descriptor.open = OpenLmdbDataset;
-    descriptor.create = CreateLmdbWriter;
-    descriptor.resume = ResumeLmdbWriter;
-    descriptor.options_to_json = OptionsToJson;
-    descriptor.options_from_json = OptionsFromJson;
-    descriptor.uses_payload_total = true;
-    return descriptor;
-  }();
+  static const FormatDescriptor kDescriptor{
+      .info = {.name = "lmdb",
+               .summary = "one LMDB environment, which python-lmdb, Caffe and DALI read "
+                          "(docs/formats/lmdb.md)",
+               .suffixes = {".lmdb"},
+               .readable = true,
+               .single_file = false,
+               .resumable = true},
+      .looks_like = LooksLikeLmdbDataset,
+      .open = OpenLmdbDataset,
+      .create = CreateLmdbWriter,
+      .resume = ResumeLmdbWriter,
+      .options_to_json = OptionsToJson,
+      .options_from_json = OptionsFromJson,
+      .uses_payload_total = true,
+      .side_file_suffixes = {},  // nothing beside its output
+  };
   return kDescriptor;
 }
 

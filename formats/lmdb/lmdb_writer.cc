@@ -46,7 +46,7 @@ constexpr std::uint64_t kDefaultCheckpointBytes = 64ull << 20;
 // the input's size costs nothing and spares the grow-and-replay on big conversions. A quarter on
 // top covers the value headers and the last page of every overflow chain.
 std::uint64_t InitialMapSize(const WriterOptions& options) {
-  if (options.map_size_bytes > 0) return options.map_size_bytes;
+  if (options.lmdb.map_size_bytes > 0) return options.lmdb.map_size_bytes;
   const std::uint64_t expected = options.expected_payload_bytes;
   return std::max<std::uint64_t>(kDefaultMapSize, expected + expected / 4 + (64ull << 20));
 }
@@ -226,7 +226,7 @@ Status LmdbWriter::CheckKeptRecords() {
   int rc = mdb_cursor_open(txn_, dbi_, &cursor);
   if (rc != MDB_SUCCESS) return LmdbError(rc, "open cursor", env_dir_);
   const std::string data_file = (env_dir_ / kDataFileName).string();
-  const bool datum = options_.lmdb_values == LmdbValues::kCaffeDatum;
+  const bool datum = options_.lmdb.values == LmdbValues::kCaffeDatum;
   ReadScratch scratch;
   MDB_val key{}, value{};
   std::uint64_t expected = 0;
@@ -383,7 +383,7 @@ Status LmdbWriter::Add(const RecordInput& record) {
   std::array<std::byte, kValueHeaderSize> header_bytes{};
   EncodeValueHeader(header, AsBytes(record.key), records_, header_bytes);
   const auto key = RecordKey(records_);
-  if (options_.lmdb_values == LmdbValues::kCaffeDatum) {
+  if (options_.lmdb.values == LmdbValues::kCaffeDatum) {
     if (record.label > 0x7fffffffu) {
       return Status::InvalidArgument(
           "record " + std::to_string(records_) + " ('" + std::string(record.key) + "'): label " +
@@ -407,7 +407,7 @@ Status LmdbWriter::Add(const RecordInput& record) {
         options_.checkpoint_bytes > 0 ? options_.checkpoint_bytes : kDefaultCheckpointBytes;
     checkpoint_due_ = bytes_since_checkpoint_ >= every;
   }
-  if (batch_.size() >= options_.commit_records || arena_.size() >= kMaxBatchBytes) {
+  if (batch_.size() >= options_.lmdb.commit_records || arena_.size() >= kMaxBatchBytes) {
     PACKREC_RETURN_IF_ERROR(CommitBatch());
   }
   return Status::OK();
@@ -418,7 +418,7 @@ Status LmdbWriter::Finish(const DatasetMetadata& metadata) {
   const DatasetManifest manifest = ManifestFromMetadata(
       metadata, kManifestFormatName, kLmdbFormatVersion, records_, payload_bytes_, label_count_);
   PACKREC_ASSIGN_OR_RETURN(const std::string text, SerializeManifestJson(manifest));
-  const bool datum = options_.lmdb_values == LmdbValues::kCaffeDatum;
+  const bool datum = options_.lmdb.values == LmdbValues::kCaffeDatum;
   if (!datum) {
     const std::span<const std::byte> parts[] = {AsBytes(text)};
     Queue(AsBytes(kManifestKey), parts);
@@ -510,12 +510,12 @@ namespace {
 
 Status CheckLmdbOptions(const WriterOptions& options) {
   PACKREC_RETURN_IF_ERROR(ValidateCommonWriterOptions(options, {.caffe_datum_values = true}));
-  if (options.commit_records == 0) {
+  if (options.lmdb.commit_records == 0) {
     return Status::InvalidArgument("--commit-records must be at least 1");
   }
-  if (options.map_size_bytes != 0 && options.map_size_bytes < (1u << 20)) {
+  if (options.lmdb.map_size_bytes != 0 && options.lmdb.map_size_bytes < (1u << 20)) {
     return Status::InvalidArgument("--map-size must be at least 1 MiB, got " +
-                                   std::to_string(options.map_size_bytes));
+                                   std::to_string(options.lmdb.map_size_bytes));
   }
   return Status::OK();
 }
@@ -569,9 +569,8 @@ Result<ResumedWriter> ResumeLmdbWriter(const fs::path& dir, const WriterOptions&
       // --resume again cannot help them.
       if (resumed.remedy() != Remedy::kNone) return resumed;
       return Status(resumed.code(), "cannot resume the conversion in " + dir.string() + ": " +
-                                        resumed.message() +
-                                        " (what it kept cannot be used: start again with "
-                                        "--overwrite)");
+                                        resumed.message() + " (what it kept cannot be used)")
+          .WithRemedy(Remedy::kOverwriteToRestart);
     }
   }
   ResumedWriter result;

@@ -3,19 +3,19 @@
 #include "recordio/recordio_format.h"
 
 namespace packrec::recordio {
+
 const FormatDescriptor& RecordIoFormat() {
-  static const FormatDescriptor kDescriptor = [] {
-    FormatDescriptor descriptor;
-    descriptor.info = {
-        "recordio",
-        "MXNet RecordIO (.rec and .idx), as im2rec writes it (docs/formats/exports.md)",
-        {},
-        /*readable=*/false,
-        /*single_file=*/false,
-        /*resumable=*/false};
-    descriptor.create = CreateRecordIoWriter;
-    return descriptor;
-  }();
+  static const FormatDescriptor kDescriptor{
+      .info = {.name = "recordio",
+               .summary =
+                   "MXNet RecordIO (.rec and .idx), as im2rec writes it (docs/formats/exports.md)",
+               .suffixes = {},
+               .readable = false,
+               .single_file = false,
+               .resumable = false},
+      .create = CreateRecordIoWriter,
+      .side_file_suffixes = {},  // nothing beside its output
+  };
   return kDescriptor;
 }
 

@@ -123,7 +123,7 @@ Status ShardWriter::StartShard() {
   current_ = std::move(shard);
   Header header;
   header.shard_index = static_cast<std::uint32_t>(sealed_.size());
-  header.align_bytes = options_.align_bytes;
+  header.align_bytes = options_.shard.align_bytes;
   header.first_record = records_;
   std::array<std::byte, kHeaderSize> bytes{};
   EncodeHeader(header, bytes);
@@ -223,7 +223,7 @@ Status ShardWriter::Add(const RecordInput& record) {
   const std::uint8_t compression = payload.zstd ? static_cast<std::uint8_t>(Compression::kZstd) : 0;
 
   if (current_ && !current_->entries.empty()) {
-    const std::uint64_t projected = AlignUp(current_->file->size(), options_.align_bytes) +
+    const std::uint64_t projected = AlignUp(current_->file->size(), options_.shard.align_bytes) +
                                     stored.size() + current_->keys.size() + record.key.size() +
                                     kIndexAlignment +
                                     (current_->entries.size() + 1) * kIndexEntrySize + kFooterSize;
@@ -234,7 +234,7 @@ Status ShardWriter::Add(const RecordInput& record) {
   if (!current_) PACKREC_RETURN_IF_ERROR(StartShard());
   OpenShard& shard = *current_;
   PACKREC_RETURN_IF_ERROR(shard.file->AppendZeros(
-      AlignUp(shard.file->size(), options_.align_bytes) - shard.file->size()));
+      AlignUp(shard.file->size(), options_.shard.align_bytes) - shard.file->size()));
 
   IndexEntry entry;
   entry.offset = shard.file->size();
@@ -308,10 +308,11 @@ Result<bool> LooksLikeShardDataset(const fs::path& path) {
 namespace {
 
 Status CheckShardOptions(const WriterOptions& options) {
-  if (options.align_bytes == 0 || (options.align_bytes & (options.align_bytes - 1)) != 0 ||
-      options.align_bytes > kMaxAlignBytes) {
+  if (options.shard.align_bytes == 0 ||
+      (options.shard.align_bytes & (options.shard.align_bytes - 1)) != 0 ||
+      options.shard.align_bytes > kMaxAlignBytes) {
     return Status::InvalidArgument("--align must be a power of two from 1 to 1048576, got " +
-                                   std::to_string(options.align_bytes));
+                                   std::to_string(options.shard.align_bytes));
   }
   if (options.shard_size_bytes < 4096) {
     return Status::InvalidArgument("--shard-size must be at least 4096 bytes, got " +

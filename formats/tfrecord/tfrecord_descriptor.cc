@@ -3,19 +3,20 @@
 #include "tfrecord/tfrecord_format.h"
 
 namespace packrec::tfrecord {
+
 const FormatDescriptor& TfRecordFormat() {
-  static const FormatDescriptor kDescriptor = [] {
-    FormatDescriptor descriptor;
-    descriptor.info = {
-        "tfrecord",
-        "TFRecord files of tf.Example, with DALI's index files (docs/formats/exports.md)",
-        {},
-        /*readable=*/false,
-        /*single_file=*/false,
-        /*resumable=*/false};
-    descriptor.create = CreateTfRecordWriter;
-    return descriptor;
-  }();
+  static const FormatDescriptor kDescriptor{
+      .info =
+          {.name = "tfrecord",
+           .summary =
+               "TFRecord files of tf.Example, with DALI's index files (docs/formats/exports.md)",
+           .suffixes = {},
+           .readable = false,
+           .single_file = false,
+           .resumable = false},
+      .create = CreateTfRecordWriter,
+      .side_file_suffixes = {},  // nothing beside its output
+  };
   return kDescriptor;
 }
 

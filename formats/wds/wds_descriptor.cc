@@ -3,19 +3,19 @@
 #include "wds/wds_format.h"
 
 namespace packrec::wds {
+
 const FormatDescriptor& WdsFormat() {
-  static const FormatDescriptor kDescriptor = [] {
-    FormatDescriptor descriptor;
-    descriptor.info = {
-        "wds",
-        "WebDataset tar shards, for webdataset and GNU tar (docs/formats/exports.md)",
-        {},
-        /*readable=*/false,
-        /*single_file=*/false,
-        /*resumable=*/false};
-    descriptor.create = CreateWdsWriter;
-    return descriptor;
-  }();
+  static const FormatDescriptor kDescriptor{
+      .info = {.name = "wds",
+               .summary =
+                   "WebDataset tar shards, for webdataset and GNU tar (docs/formats/exports.md)",
+               .suffixes = {},
+               .readable = false,
+               .single_file = false,
+               .resumable = false},
+      .create = CreateWdsWriter,
+      .side_file_suffixes = {},  // nothing beside its output
+  };
   return kDescriptor;
 }
 

@@ -60,31 +60,48 @@ enum class Hdf5Layout : std::uint8_t {
   kPixels,   // decoded images in an N x H x W x 3 chunked /images dataset
 };
 
+// The options only the shard format takes (docs/formats/shard.md).
+struct ShardWriterOptions {
+  std::uint32_t align_bytes = 64;  // record alignment; a power of two, <= 1 MiB
+};
+
+// The options only the LMDB format takes (docs/formats/lmdb.md).
+struct LmdbWriterOptions {
+  // The initial map size; 0 picks 1 GiB (or the payload total, when known). Either way the map
+  // grows (doubling) when full.
+  std::uint64_t map_size_bytes = 0;
+  // Records per write transaction (a transaction also commits at 4 MiB of values).
+  std::uint32_t commit_records = 1000;
+  LmdbValues values = LmdbValues::kPackrec;  // the value layout
+};
+
+// The options only the HDF5 format takes (docs/formats/hdf5.md).
+struct Hdf5WriterOptions {
+  // With kPixels every record must be Encoding::kRawRgb of exactly pixel_height x pixel_width
+  // (Convert decodes and resizes the inputs to that size).
+  Hdf5Layout layout = Hdf5Layout::kEncoded;
+  std::uint32_t pixel_height = 0;
+  std::uint32_t pixel_width = 0;
+};
+
+// What a writer is asked for: the options every format shares, then each format's own, which only
+// that format reads (its descriptor records them in the manifest's options and reads them back;
+// a layout option of another format, --hdf5-layout pixels or --lmdb-values caffe-datum, is
+// refused).
 struct WriterOptions {
   // A name from ListFormats() (packrec/format.h). Empty: the first there, packrec's own shard
-  // format. The fields below say which formats take them; the others refuse them when set.
+  // format.
   std::string format;
-  std::uint64_t shard_size_bytes = 256ull << 20;  // target size of one shard file
-  std::uint32_t align_bytes = 64;                 // record alignment; a power of two, <= 1 MiB
+  // Target size of one data file: a shard, or an export's tar, TFRecord or .rec file.
+  std::uint64_t shard_size_bytes = 256ull << 20;
   Compression compression = Compression::kNone;
   int compression_level = 3;
   // Replace an existing dataset at the path (only a packrec dataset or an empty directory).
   bool overwrite = false;
-  // lmdb: initial map size; 0 picks 1 GiB. Either way the map grows (doubling) when full.
-  std::uint64_t map_size_bytes = 0;
-  // lmdb: records per write transaction (a transaction also commits at 4 MiB of values).
-  std::uint32_t commit_records = 1000;
-  // lmdb: the value layout.
-  LmdbValues lmdb_values = LmdbValues::kPackrec;
   // Total bytes of the records that will be added, when the caller knows it up front (0: not
   // known). hdf5: payloads go straight to their place in /data when the total matches (otherwise
   // they are copied there at Finish); lmdb: the first map size when map_size_bytes is 0.
   std::uint64_t expected_payload_bytes = 0;
-  // hdf5: the layout; with kPixels every record must be Encoding::kRawRgb of exactly
-  // pixel_height x pixel_width (Convert decodes and resizes the inputs to that size).
-  Hdf5Layout hdf5_layout = Hdf5Layout::kEncoded;
-  std::uint32_t pixel_height = 0;
-  std::uint32_t pixel_width = 0;
   // Export formats (wds, tfrecord): class names written beside each record's label, when the
   // caller knows them up front (Convert passes the image folder's).
   std::vector<std::string> classes;
@@ -95,6 +112,10 @@ struct WriterOptions {
   // lmdb, hdf5 (resumable): make the records durable and offer a checkpoint every this many
   // payload bytes (0: 64 MiB). Shards offer one whenever a shard file is sealed.
   std::uint64_t checkpoint_bytes = 0;
+
+  ShardWriterOptions shard;
+  LmdbWriterOptions lmdb;
+  Hdf5WriterOptions hdf5;
 };
 
 // XXH64 of a record's bytes seeded with its record number, as every format stores it.

@@ -45,21 +45,23 @@ Status ValidateOptions(const ConvertOptions& options) {
     return Status::InvalidArgument("--quality must be 1 to 100, got " +
                                    std::to_string(options.quality));
   }
-  if (options.writer.hdf5_layout == Hdf5Layout::kPixels &&
+  if (options.writer.hdf5.layout == Hdf5Layout::kPixels &&
       (options.resize_short > 0 || options.quality > 0)) {
     return Status::InvalidArgument(
         "--resize-short and --quality re-encode JPEGs; the pixels layout stores decoded images "
         "(--size sets their size)");
   }
-  if (options.writer.hdf5_layout == Hdf5Layout::kPixels &&
-      std::uint64_t{options.writer.pixel_height} * options.writer.pixel_width > MaxImagePixels()) {
+  if (options.writer.hdf5.layout == Hdf5Layout::kPixels &&
+      std::uint64_t{options.writer.hdf5.pixel_height} * options.writer.hdf5.pixel_width >
+          MaxImagePixels()) {
     // Refused here, naming the flag, rather than as every input's reject (or an HDF5 error).
-    return Status::InvalidArgument(
-        "--size " + std::to_string(options.writer.pixel_height) + " " +
-        std::to_string(options.writer.pixel_width) + ": " +
-        std::to_string(std::uint64_t{options.writer.pixel_height} * options.writer.pixel_width) +
-        " pixels per image, over the " + std::to_string(MaxImagePixels()) +
-        " an image may have (PACKREC_MAX_IMAGE_PIXELS)");
+    return Status::InvalidArgument("--size " + std::to_string(options.writer.hdf5.pixel_height) +
+                                   " " + std::to_string(options.writer.hdf5.pixel_width) + ": " +
+                                   std::to_string(std::uint64_t{options.writer.hdf5.pixel_height} *
+                                                  options.writer.hdf5.pixel_width) +
+                                   " pixels per image, over the " +
+                                   std::to_string(MaxImagePixels()) +
+                                   " an image may have (PACKREC_MAX_IMAGE_PIXELS)");
   }
   if (options.part_count > 0 && options.part_index >= options.part_count) {
     return Status::InvalidArgument(
@@ -134,7 +136,7 @@ std::string OptionsJson(const ConvertOptions& options, std::uint64_t part_begin,
 std::uint64_t ExpectedPayloadBytes(const SourceListing& listing, const ConvertOptions& options) {
   const FormatDescriptor* format = FindFormatDescriptor(options.writer.format);
   if (format == nullptr || !format->uses_payload_total || options.resize_short > 0 ||
-      options.quality > 0 || options.writer.hdf5_layout == Hdf5Layout::kPixels) {
+      options.quality > 0 || options.writer.hdf5.layout == Hdf5Layout::kPixels) {
     return 0;
   }
   std::uint64_t total = 0;

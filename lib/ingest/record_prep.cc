@@ -47,17 +47,20 @@ Prepared PrepareBytes(Result<std::vector<std::byte>> bytes, const ConvertOptions
     prepared.status = image.status();
     return prepared;
   }
-  if (options.writer.hdf5_layout == Hdf5Layout::kPixels) {
+  if (options.writer.hdf5.layout == Hdf5Layout::kPixels) {
     Result<std::vector<std::byte>> pixels =
-        DecodeResizedRgb(*bytes, options.writer.pixel_width, options.writer.pixel_height);
+        DecodeResizedRgb(*bytes, options.writer.hdf5.pixel_width, options.writer.hdf5.pixel_height);
     if (!pixels.ok()) {
       prepared.status = pixels.status();
       return prepared;
     }
     prepared.bytes = std::move(pixels).value();
-    prepared.image = ImageInfo{Encoding::kRawRgb,           options.writer.pixel_width,
-                               options.writer.pixel_height, 3,
-                               Subsampling::kNone,          false};
+    prepared.image = ImageInfo{Encoding::kRawRgb,
+                               options.writer.hdf5.pixel_width,
+                               options.writer.hdf5.pixel_height,
+                               3,
+                               Subsampling::kNone,
+                               false};
     return prepared;
   }
   if (options.resize_short > 0 || options.quality > 0) {
@@ -105,7 +108,7 @@ Prepared PrepareSourceRecord(SourceRecord& record, const ConvertOptions& options
   }
   Prepared prepared;
   prepared.input_bytes = record.bytes.size();
-  if (options.writer.hdf5_layout == Hdf5Layout::kPixels || options.resize_short > 0 ||
+  if (options.writer.hdf5.layout == Hdf5Layout::kPixels || options.resize_short > 0 ||
       options.quality > 0) {
     prepared.status = Status::InvalidInput(
         "a raw-pixel record cannot be resized or re-encoded; import it as PNG (--caffe-raw png)");

@@ -82,19 +82,19 @@ std::uint64_t StoredChecksum(const RecordInput& record, std::span<const std::byt
 }
 
 Status ValidateCommonWriterOptions(const WriterOptions& options, FormatOwnedOptions owned) {
-  const bool pixels = options.hdf5_layout == Hdf5Layout::kPixels;
+  const bool pixels = options.hdf5.layout == Hdf5Layout::kPixels;
   if (pixels && !owned.pixel_layout) {
     return Status::InvalidArgument("--hdf5-layout pixels needs --format hdf5");
   }
-  if (pixels != (options.pixel_height > 0 || options.pixel_width > 0)) {
+  if (pixels != (options.hdf5.pixel_height > 0 || options.hdf5.pixel_width > 0)) {
     return Status::InvalidArgument(pixels ? "--hdf5-layout pixels needs --size H W"
                                           : "--size applies to --hdf5-layout pixels only");
   }
-  if (pixels && (options.pixel_height == 0 || options.pixel_width == 0 ||
-                 options.pixel_height > 65535 || options.pixel_width > 65535)) {
+  if (pixels && (options.hdf5.pixel_height == 0 || options.hdf5.pixel_width == 0 ||
+                 options.hdf5.pixel_height > 65535 || options.hdf5.pixel_width > 65535)) {
     return Status::InvalidArgument("--size must be two numbers from 1 to 65535, got " +
-                                   std::to_string(options.pixel_height) + " " +
-                                   std::to_string(options.pixel_width));
+                                   std::to_string(options.hdf5.pixel_height) + " " +
+                                   std::to_string(options.hdf5.pixel_width));
   }
   if (options.compression == Compression::kDeflate) {
     if (!pixels) {
@@ -106,7 +106,7 @@ Status ValidateCommonWriterOptions(const WriterOptions& options, FormatOwnedOpti
                                      std::to_string(options.compression_level));
     }
   }
-  if (options.lmdb_values == LmdbValues::kCaffeDatum) {
+  if (options.lmdb.values == LmdbValues::kCaffeDatum) {
     if (!owned.caffe_datum_values) {
       return Status::InvalidArgument("--lmdb-values caffe-datum needs --format lmdb");
     }

@@ -46,20 +46,20 @@ ConvertOptions ToOptions(const ConvertArguments& args) {
   options.output = args.output;
   options.writer.format = args.format;
   options.writer.shard_size_bytes = args.shard_size;
-  options.writer.align_bytes = args.align;
+  options.writer.shard.align_bytes = args.align;
   const CompressionSetting compression = ValueOrThrow(ParseCompression(args.compression));
   options.writer.compression = compression.codec;
   options.writer.compression_level = compression.level;
   options.writer.overwrite = args.overwrite;
   options.resume = args.resume;
-  options.writer.map_size_bytes = args.map_size;
-  options.writer.lmdb_values =
+  options.writer.lmdb.map_size_bytes = args.map_size;
+  options.writer.lmdb.values =
       args.lmdb_values == "caffe-datum" ? LmdbValues::kCaffeDatum : LmdbValues::kPackrec;
-  options.writer.hdf5_layout =
+  options.writer.hdf5.layout =
       args.hdf5_layout == "pixels" ? Hdf5Layout::kPixels : Hdf5Layout::kEncoded;
   if (args.pixel_size) {
-    options.writer.pixel_height = args.pixel_size->first;
-    options.writer.pixel_width = args.pixel_size->second;
+    options.writer.hdf5.pixel_height = args.pixel_size->first;
+    options.writer.hdf5.pixel_width = args.pixel_size->second;
   }
   options.threads = args.threads;
   const auto import_option = [&](const char* name) {

@@ -176,7 +176,7 @@ TEST_CASE("convert errors: missing input, no images, output exists, bad options"
   bad.quality = 101;
   CHECK(Convert(bad).status().message().find("--quality") != std::string::npos);
   bad = Options(dir / "tree", dir / "bad");
-  bad.writer.align_bytes = 3;
+  bad.writer.shard.align_bytes = 3;
   CHECK(Convert(bad).status().message().find("--align") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "bad"));
 }

@@ -28,9 +28,9 @@ WriterOptions For(const std::string& variant) {
   WriterOptions options;
   options.format = variant.substr(0, variant.find('-'));
   if (variant == "hdf5-in-place") options.expected_payload_bytes = test::kExactPayloadBytes;
-  if (variant == "lmdb-caffe-datum") options.lmdb_values = LmdbValues::kCaffeDatum;
+  if (variant == "lmdb-caffe-datum") options.lmdb.values = LmdbValues::kCaffeDatum;
   options.shard_size_bytes = 32 << 10;  // several shards for the shard format
-  options.commit_records = 7;           // several transactions for LMDB
+  options.lmdb.commit_records = 7;      // several transactions for LMDB
   return options;
 }
 

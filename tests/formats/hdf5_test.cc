@@ -106,9 +106,9 @@ TEST_CASE("hdf5 pixels: every record is what DecodeResizedRgb makes of its sourc
     options.source = dir / "tree";
     options.output = dir / ("pixels" + std::to_string(static_cast<int>(compression)) + ".h5");
     options.writer.format = "hdf5";
-    options.writer.hdf5_layout = Hdf5Layout::kPixels;
-    options.writer.pixel_height = 24;
-    options.writer.pixel_width = 40;
+    options.writer.hdf5.layout = Hdf5Layout::kPixels;
+    options.writer.hdf5.pixel_height = 24;
+    options.writer.hdf5.pixel_width = 40;
     options.writer.compression = compression;
     auto stats = Convert(options);
     REQUIRE_MESSAGE(stats.ok(), stats.status().ToString());
@@ -155,9 +155,9 @@ TEST_CASE("hdf5 pixels: a flipped pixel is a checksum mismatch naming the record
   test::TempDir dir;
   WriterOptions options;
   options.format = "hdf5";
-  options.hdf5_layout = Hdf5Layout::kPixels;
-  options.pixel_height = 8;
-  options.pixel_width = 16;
+  options.hdf5.layout = Hdf5Layout::kPixels;
+  options.hdf5.pixel_height = 8;
+  options.hdf5.pixel_width = 16;
   std::vector<std::vector<std::byte>> images;
   SplitMix64 random(9);
   for (int i = 0; i < 5; ++i) {
@@ -210,9 +210,9 @@ TEST_CASE("hdf5 layout options are checked before anything is written") {
   auto pixels = [](std::string format) {
     WriterOptions options;
     options.format = std::move(format);
-    options.hdf5_layout = Hdf5Layout::kPixels;
-    options.pixel_height = 4;
-    options.pixel_width = 4;
+    options.hdf5.layout = Hdf5Layout::kPixels;
+    options.hdf5.pixel_height = 4;
+    options.hdf5.pixel_width = 4;
     return options;
   };
   std::vector<Case> cases;
@@ -226,11 +226,11 @@ TEST_CASE("hdf5 layout options are checked before anything is written") {
   cases.push_back({"deflate encoded", deflate, "pixels only"});
   WriterOptions size_only;
   size_only.format = "hdf5";
-  size_only.pixel_height = 4;
-  size_only.pixel_width = 4;
+  size_only.hdf5.pixel_height = 4;
+  size_only.hdf5.pixel_width = 4;
   cases.push_back({"size without pixels", size_only, "--size applies"});
   WriterOptions no_size = pixels("hdf5");
-  no_size.pixel_width = 0;
+  no_size.hdf5.pixel_width = 0;
   cases.push_back({"pixels without size", no_size, "--size"});
   for (const Case& c : cases) {
     CAPTURE(c.what);

@@ -31,8 +31,8 @@ TEST_CASE(
   for (const auto& r : records) payload += r.bytes.size();
   REQUIRE(payload > (2u << 20));
   WriterOptions options = Lmdb();
-  options.map_size_bytes = 1 << 20;  // 1 MiB: must double a few times
-  options.commit_records = 10;
+  options.lmdb.map_size_bytes = 1 << 20;  // 1 MiB: must double a few times
+  options.lmdb.commit_records = 10;
   test::WriteDataset(dir / "ds", records, options);
   CHECK_FALSE(fs::exists(dir / "ds" / "lock.mdb"));  // readers make their own
   auto reader = OpenDataset(dir / "ds");
@@ -127,7 +127,7 @@ TEST_CASE("lmdb caffe-datum: the wire encoding parses back, and damaged values n
 TEST_CASE("lmdb caffe-datum: no manifest key in the database, options that cannot work refused") {
   test::TempDir dir;
   WriterOptions options = Lmdb();
-  options.lmdb_values = LmdbValues::kCaffeDatum;
+  options.lmdb.values = LmdbValues::kCaffeDatum;
   const auto records = test::MakeRecords(5);
   test::WriteDataset(dir / "ds", records, options);
   CHECK(fs::exists(dir / "ds" / "packrec-manifest.json"));

@@ -101,7 +101,7 @@ TEST_CASE("metadata flips: every bit of an LMDB value header and key is refused 
   options.format = "lmdb";
   for (const LmdbValues values : {LmdbValues::kPackrec, LmdbValues::kCaffeDatum}) {
     CAPTURE(static_cast<int>(values));
-    options.lmdb_values = values;
+    options.lmdb.values = values;
     const fs::path dataset = dir / (values == LmdbValues::kPackrec ? "packrec" : "datum");
     test::WriteDataset(dataset, records, options);
     constexpr std::uint64_t kIndex = 4;

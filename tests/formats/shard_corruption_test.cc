@@ -164,7 +164,7 @@ TEST_CASE("header, footer and index damage are found at open, each with its own 
 TEST_CASE("damage in padding is caught by verify's whole-file checksum") {
   test::TempDir dir;
   WriterOptions options;
-  options.align_bytes = 4096;  // a known gap of zeros between the header and record 0
+  options.shard.align_bytes = 4096;  // a known gap of zeros between the header and record 0
   test::WriteDataset(dir / "ds", test::MakeRecords(3), options);
   test::FlipByte(dir / "ds" / "shard-000000.pkr", 1000);
   auto reader = OpenDataset(dir / "ds");

@@ -26,7 +26,7 @@ std::vector<test::TestRecord> GoldenRecords() {
 void WriteGolden(const fs::path& dir) {
   WriterOptions options;
   options.shard_size_bytes = 4096;  // the minimum: with align 64 the five records need 2 shards
-  options.align_bytes = 64;
+  options.shard.align_bytes = 64;
   auto writer = CreateDatasetWriter(dir, options);
   REQUIRE(writer.ok());
   std::uint32_t i = 0;

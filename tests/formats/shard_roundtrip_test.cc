@@ -60,7 +60,7 @@ TEST_CASE("shards split at the size target, and a record larger than a shard get
   REQUIRE(records[10].bytes.size() > (128 << 10));  // larger than a streaming window
   WriterOptions options;
   options.shard_size_bytes = 16 << 10;
-  options.align_bytes = 4096;
+  options.shard.align_bytes = 4096;
   test::WriteDataset(dir / "ds", records, options);
   auto reader = OpenDataset(dir / "ds");
   REQUIRE(reader.ok());
@@ -117,7 +117,7 @@ TEST_CASE("a shard that shrinks under an open reader gives an error in a scan, n
 TEST_CASE("writer options are validated with the flag named") {
   test::TempDir dir;
   WriterOptions options;
-  options.align_bytes = 48;
+  options.shard.align_bytes = 48;
   auto bad_align = CreateDatasetWriter(dir / "a", options);
   CHECK(bad_align.status().code() == StatusCode::kInvalidArgument);
   CHECK(bad_align.status().message().find("--align") != std::string::npos);

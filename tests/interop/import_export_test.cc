@@ -265,8 +265,8 @@ TEST_CASE("exports refuse what their format cannot carry, and leave nothing behi
     pixels.source = dir / "tree";
     pixels.output = dir / "pixels.h5";
     pixels.writer.format = "hdf5";
-    pixels.writer.hdf5_layout = Hdf5Layout::kPixels;
-    pixels.writer.pixel_height = pixels.writer.pixel_width = 16;
+    pixels.writer.hdf5.layout = Hdf5Layout::kPixels;
+    pixels.writer.hdf5.pixel_height = pixels.writer.hdf5.pixel_width = 16;
     REQUIRE(Convert(pixels).ok());
     ConvertOptions out;
     out.source = dir / "pixels.h5";

@@ -287,7 +287,11 @@ TEST_CASE(
                 other_options.output);
   const test::CommandResult other_format = run(args + " --resume --format lmdb");
   CHECK(other_format.exit_code == 2);
-  CHECK_MESSAGE(other_format.output.find("--format shard") != std::string::npos,
+  // It names the format the interrupted run wrote (the library's words, not a flag: Python
+  // users read the same message) and the CLI's advice for starting again.
+  CHECK_MESSAGE(other_format.output.find("resume it in the shard format") != std::string::npos,
+                other_format.output);
+  CHECK_MESSAGE(other_format.output.find("pass --overwrite to start again") != std::string::npos,
                 other_format.output);
   test::WriteText(dir / "tree" / "n01440764" / "added.JPEG", "a new input changes the listing");
   const test::CommandResult other_listing = run(args + " --resume");

@@ -101,7 +101,7 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(std::uint64_t{4096}, std::uint64_t{1} << 50))
       ->default_str("256MiB");
   command
-      ->add_option("--align", args->options.writer.align_bytes,
+      ->add_option("--align", args->options.writer.shard.align_bytes,
                    "Record alignment in bytes, a power of two (4096 for O_DIRECT readers)")
       ->check(CLI::Range(1u, 1u << 20))
       ->check(CLI::Validator(
@@ -124,7 +124,7 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
           "none|zstd[:LEVEL]|deflate[:LEVEL]"))
       ->capture_default_str();
   command
-      ->add_option("--map-size", args->options.writer.map_size_bytes,
+      ->add_option("--map-size", args->options.writer.lmdb.map_size_bytes,
                    "lmdb: initial map size (0: 1 GiB); it doubles when full, so this is only a "
                    "starting point")
       ->transform(CLI::AsSizeValue(false))
@@ -157,7 +157,7 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
       ->expected(2)
       ->check(CLI::Range(1u, 65535u));
   command
-      ->add_option("--commit-records", args->options.writer.commit_records,
+      ->add_option("--commit-records", args->options.writer.lmdb.commit_records,
                    "lmdb: records per write transaction")
       ->check(CLI::Range(1u, 10000000u))
       ->capture_default_str();
@@ -257,13 +257,13 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
     const CompressionSetting compression = ParseCompression(args->compress).value();  // checked
     options.writer.compression = compression.codec;
     options.writer.compression_level = compression.level;
-    if (args->lmdb_values == "caffe-datum") options.writer.lmdb_values = LmdbValues::kCaffeDatum;
+    if (args->lmdb_values == "caffe-datum") options.writer.lmdb.values = LmdbValues::kCaffeDatum;
     if (args->hdf5_layout == "pixels") {
-      options.writer.hdf5_layout = Hdf5Layout::kPixels;
+      options.writer.hdf5.layout = Hdf5Layout::kPixels;
     }
     if (!args->size.empty()) {
-      options.writer.pixel_height = args->size[0];
-      options.writer.pixel_width = args->size[1];
+      options.writer.hdf5.pixel_height = args->size[0];
+      options.writer.hdf5.pixel_width = args->size[1];
     }
     if (args->shuffle || command->count("--seed") > 0) options.shuffle_seed = args->seed;
     if (!args->part.empty()) {
