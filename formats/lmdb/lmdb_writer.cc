@@ -568,8 +568,8 @@ Result<ResumedWriter> ResumeLmdbWriter(const fs::path& dir, const WriterOptions&
       // LMDB's own errors (MDB_CORRUPTED from a torn B-tree) say nothing of what to do; running
       // --resume again cannot help them.
       if (resumed.remedy() != Remedy::kNone) return resumed;
-      return Status(resumed.code(), "cannot resume the conversion in " + dir.string() + ": " +
-                                        resumed.message() + " (what it kept cannot be used)")
+      return resumed.WithContext("cannot resume the conversion in " + dir.string())
+          .WithSuffix(" (what it kept cannot be used)")
           .WithRemedy(Remedy::kOverwriteToRestart);
     }
   }

@@ -67,6 +67,8 @@ class [[nodiscard]] Status {
   std::string ToString() const;
   // The same status with "<context>: " in front of the message; OK stays OK. Keeps the fields.
   Status WithContext(std::string_view context) const;
+  // The same status with `suffix` after the message; OK stays OK. Keeps the fields.
+  Status WithSuffix(std::string_view suffix) const;
 
   // Where the error is, as data beside the message (which says it in words too), so that callers
   // need not parse text: the file, the record's global index in its dataset (or its input's

@@ -50,6 +50,12 @@ Status Status::WithContext(std::string_view context) const {
   return with;
 }
 
+Status Status::WithSuffix(std::string_view suffix) const {
+  Status with = *this;
+  if (!ok()) with.message_ += suffix;
+  return with;
+}
+
 Status Status::WithPath(std::string path) const {
   Status with = *this;
   if (!ok()) with.path_ = std::move(path);

@@ -85,8 +85,9 @@ Result<std::unique_ptr<Reader>> OpenDataset(const fs::path& path, const OpenOpti
 
 Result<std::unique_ptr<DatasetWriter>> CreateDatasetWriter(const fs::path& path,
                                                            const WriterOptions& options) {
-  PACKREC_RETURN_IF_ERROR(FindFormat(options.format).status());
-  return FindFormatDescriptor(options.format)->create(path, options);
+  const FormatDescriptor* format = FindFormatDescriptor(options.format);
+  if (format == nullptr) return FindFormat(options.format).status();
+  return format->create(path, options);
 }
 
 Result<ResumedWriter> ResumeDatasetWriter(const fs::path& path, const WriterOptions& options) {

@@ -167,8 +167,7 @@ Result<ConvertStats> FinishConversion(DatasetWriter& writer, DatasetMetadata& me
       writer.Abort();
       return failure;
     }
-    return Status(failure.code(),
-                  failure.message() + "; the first " + std::to_string(kept) + " records are kept")
+    return failure.WithSuffix("; the first " + std::to_string(kept) + " records are kept")
         .WithRemedy(Remedy::kResumeOnceFixed);
   }
   stats.records_written = writer.records_written();

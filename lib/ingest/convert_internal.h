@@ -149,10 +149,15 @@ class ResumePoints {
   std::vector<std::uint64_t> reject_items_;
 };
 
-// With --resume and no journal: a dataset at `path` that is this conversion, finished (resumed
-// again after it completed). Its record count; nullopt when there is none.
-std::optional<std::uint64_t> FinishedConversionRecords(const std::filesystem::path& path,
-                                                       const DatasetMetadata& metadata);
+// A dataset that opens at an output: a conversion run again after it finished (--resume with no
+// journal left, a --part already done), or another conversion's.
+struct FinishedDataset {
+  std::uint64_t records = 0;
+  bool same_conversion = false;  // the same listing and the same options (metadata's)
+};
+// The finished dataset at `path`; nullopt when none opens there.
+std::optional<FinishedDataset> FindFinishedDataset(const std::filesystem::path& path,
+                                                   const DatasetMetadata& metadata);
 
 // The listing engine: converts `listing` (of which item 0 is input `listing_offset` of the
 // whole listing) into options.output.

@@ -188,13 +188,14 @@ Result<ConvertStats> ConvertListing(const ConvertOptions& options, const Progres
     // (LMDB's manifest key is committed before its rejects file is written).
     PACKREC_ASSIGN_OR_RETURN(const std::optional<std::string> interrupted,
                              ReadResumeState(options.output, options.writer.format));
-    const std::optional<std::uint64_t> done =
-        interrupted ? std::nullopt : FinishedConversionRecords(options.output, metadata);
-    if (done) {
-      ConvertStats stats;
-      stats.already_complete = true;
-      stats.records_written = *done;
-      return stats;
+    if (!interrupted) {
+      const std::optional<FinishedDataset> done = FindFinishedDataset(options.output, metadata);
+      if (done && done->same_conversion) {
+        ConvertStats stats;
+        stats.already_complete = true;
+        stats.records_written = done->records;
+        return stats;
+      }
     }
   }
   return ConvertItems(options, listing, metadata, progress, start);

@@ -2,14 +2,11 @@
 // OUT/part-IIIII-of-NNNNN plus the format's suffix, which `packrec merge` joins. A part is written
 // under OUT/NAME.partial and renamed when finished; a finished part of the same conversion is not
 // redone.
-#include <nlohmann/json.hpp>
-
 #include <string>
 #include <system_error>
 
 #include "dataset/registry.h"
 #include "ingest/convert_internal.h"
-#include "packrec/reader.h"
 
 namespace packrec::conversion {
 namespace {
@@ -20,26 +17,6 @@ namespace fs = std::filesystem;
 std::pair<std::uint64_t, std::uint64_t> PartRange(std::uint64_t total, std::uint32_t index,
                                                   std::uint32_t count) {
   return {total * index / count, total * (index + 1) / count};
-}
-
-// The record count of a finished part at `path` of the same conversion (same listing, same
-// options); nullopt when there is none.
-Result<std::optional<std::uint64_t>> FinishedPartRecords(const fs::path& path,
-                                                         const std::string& listing_hash,
-                                                         const std::string& options_json) {
-  Result<std::unique_ptr<Reader>> existing = OpenDataset(path);
-  if (!existing.ok()) return std::optional<std::uint64_t>();
-  const DatasetInfo& info = (*existing)->info();
-  // Without exceptions: unreadable options are "other options".
-  const nlohmann::json theirs = nlohmann::json::parse(info.options_json, nullptr, false);
-  if (info.listing_hash == listing_hash && !theirs.is_discarded() &&
-      theirs == nlohmann::json::parse(options_json)) {
-    return std::optional<std::uint64_t>((*existing)->size());
-  }
-  return Status::AlreadyExists(path.string() +
-                               " holds this part of another conversion (another listing or other "
-                               "options)")
-      .WithRemedy(Remedy::kOverwriteToReplace);
 }
 
 // Moves a dataset, and its rejects file when that lies beside it (HDF5) rather than inside.
@@ -78,14 +55,18 @@ Result<ConvertStats> ConvertPart(const ConvertOptions& options, SourceListing& l
   const fs::path final_path =
       options.output / PartName(options.part_index, options.part_count, options.writer.format);
   if (!options.writer.overwrite) {
-    PACKREC_ASSIGN_OR_RETURN(
-        const std::optional<std::uint64_t> done,
-        FinishedPartRecords(final_path, metadata.listing_hash, metadata.options_json));
+    const std::optional<FinishedDataset> done = FindFinishedDataset(final_path, metadata);
+    if (done && !done->same_conversion) {
+      return Status::AlreadyExists(final_path.string() +
+                                   " holds this part of another conversion (another listing or "
+                                   "other options)")
+          .WithRemedy(Remedy::kOverwriteToReplace);
+    }
     if (done) {
       ConvertStats stats;
       stats.part_path = final_path;
       stats.already_complete = true;
-      stats.records_written = *done;
+      stats.records_written = done->records;
       return stats;
     }
     std::error_code error;

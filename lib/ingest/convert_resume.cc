@@ -162,17 +162,16 @@ Result<ConvertStart> StartConversion(const ConvertOptions& options,
   return start;
 }
 
-std::optional<std::uint64_t> FinishedConversionRecords(const fs::path& path,
-                                                       const DatasetMetadata& metadata) {
+std::optional<FinishedDataset> FindFinishedDataset(const fs::path& path,
+                                                   const DatasetMetadata& metadata) {
   Result<std::unique_ptr<Reader>> existing = OpenDataset(path);
   if (!existing.ok()) return std::nullopt;
   const DatasetInfo& info = (*existing)->info();
+  // Without exceptions: unreadable options are "other options".
   const nlohmann::json theirs = nlohmann::json::parse(info.options_json, nullptr, false);
-  if (info.listing_hash != metadata.listing_hash || theirs.is_discarded() ||
-      theirs != nlohmann::json::parse(metadata.options_json)) {
-    return std::nullopt;
-  }
-  return (*existing)->size();
+  const bool same = info.listing_hash == metadata.listing_hash && !theirs.is_discarded() &&
+                    theirs == nlohmann::json::parse(metadata.options_json);
+  return FinishedDataset{(*existing)->size(), same};
 }
 
 }  // namespace packrec::conversion

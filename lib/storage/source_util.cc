@@ -53,7 +53,7 @@ void FileListSource::RejectUnopenedFile(SourceRecord& record, const Status& why)
   const std::filesystem::path& file = files_[file_index_];
   record = SourceRecord{};
   record.origin = file.string();
-  record.status = Status(why.code(), why.message() + "; the file is not read");
+  record.status = why.WithSuffix("; the file is not read");
   std::error_code error;
   const std::uintmax_t size = std::filesystem::file_size(file, error);
   LeaveFile(error ? 0 : size);

@@ -44,6 +44,11 @@ TEST_CASE("status carries where the error is and what to do as fields, which con
   CHECK(wrapped.record_index() == error.record_index());
   CHECK(wrapped.path() == error.path());
   CHECK(wrapped.remedy() == error.remedy());
+  const Status extended = error.WithSuffix("; 3 records are kept");
+  CHECK(extended.message() == "record 7: checksum mismatch; 3 records are kept");
+  CHECK(extended.record_index() == error.record_index());
+  CHECK(extended.path() == error.path());
+  CHECK(Status::OK().WithSuffix("x").ok());
   // OK stays OK, with no fields.
   const Status ok =
       Status::OK().WithRecordIndex(3).WithPath("x").WithRemedy(Remedy::kResumeOnceFixed);
