@@ -67,7 +67,7 @@ DecodeError DecodeFooter(std::span<const std::byte, kFooterSize> in, Footer* foo
   return DecodeError::kNone;
 }
 
-void EncodeIndexEntry(const IndexEntry& entry, std::span<std::byte, kIndexEntrySize> out) {
+void EncodeIndexEntry(const IndexEntry& entry, std::uint32_t version, std::span<std::byte> out) {
   std::fill(out.begin(), out.end(), std::byte{0});
   StoreLE<std::uint64_t>(&out[0], entry.offset);
   StoreLE<std::uint64_t>(&out[8], entry.stored_size);
@@ -83,10 +83,23 @@ void EncodeIndexEntry(const IndexEntry& entry, std::span<std::byte, kIndexEntryS
   out[52] = std::byte{entry.compression};
   out[53] = std::byte{entry.flags};
   out[54] = std::byte{entry.subsampling};
+  if (version >= 2) {
+    StoreLE<std::uint64_t>(&out[56], entry.fields_offset);
+    StoreLE<std::uint32_t>(&out[64], entry.fields_size);
+    StoreLE<std::uint64_t>(&out[72], entry.fields_checksum);
+  }
 }
 
-DecodeError DecodeIndexEntry(std::span<const std::byte, kIndexEntrySize> in, IndexEntry* entry) {
-  if (!AllZero(in.subspan(55, 9))) return DecodeError::kBadReserved;
+DecodeError DecodeIndexEntry(std::span<const std::byte> in, std::uint32_t version,
+                             IndexEntry* entry) {
+  if (version >= 2) {
+    if (in[55] != std::byte{0} || !AllZero(in.subspan(68, 4))) return DecodeError::kBadReserved;
+    entry->fields_offset = LoadLE<std::uint64_t>(&in[56]);
+    entry->fields_size = LoadLE<std::uint32_t>(&in[64]);
+    entry->fields_checksum = LoadLE<std::uint64_t>(&in[72]);
+  } else if (!AllZero(in.subspan(55, 9))) {
+    return DecodeError::kBadReserved;
+  }
   entry->offset = LoadLE<std::uint64_t>(&in[0]);
   entry->stored_size = LoadLE<std::uint64_t>(&in[8]);
   entry->raw_size = LoadLE<std::uint64_t>(&in[16]);

@@ -14,6 +14,7 @@
 #include "shard/manifest.h"
 #include "shard/shard_format.h"
 #include "shard/shard_layout.h"
+#include "storage/field_block.h"
 #include "storage/payload.h"
 
 namespace packrec::shard {
@@ -30,16 +31,21 @@ struct Shard {
   // Key table, padding and index, copied out of the file at open: lookups never fault on the
   // mapping, and a file truncated under an open reader cannot take the index with it.
   std::vector<std::byte> metadata;
+  std::uint32_t version = kShardVersionWithoutFields;  // from the header
+  std::size_t entry_size = kIndexEntrySizeV1;          // IndexEntrySize(version)
 
-  std::span<const std::byte, kIndexEntrySize> EntryBytes(std::uint64_t local) const {
-    return std::span<const std::byte, kIndexEntrySize>(
-        metadata.data() + (footer.index_offset - footer.keys_offset) + local * kIndexEntrySize,
-        kIndexEntrySize);
+  std::span<const std::byte> EntryBytes(std::uint64_t local) const {
+    return std::span<const std::byte>(
+        metadata.data() + (footer.index_offset - footer.keys_offset) + local * entry_size,
+        entry_size);
   }
   IndexEntry Entry(std::uint64_t local) const {
     IndexEntry entry;
-    DecodeIndexEntry(EntryBytes(local), &entry);  // validated at open
+    DecodeIndexEntry(EntryBytes(local), version, &entry);  // validated at open
     return entry;
+  }
+  std::span<const std::byte> FieldBlock(const IndexEntry& entry) const {
+    return map.bytes().subspan(entry.fields_offset, entry.fields_size);
   }
   std::string_view Key(const IndexEntry& entry) const {
     return {reinterpret_cast<const char*>(metadata.data() + entry.key_offset), entry.key_size};
@@ -52,8 +58,9 @@ std::string RecordWhere(const Shard& shard, std::uint64_t index, std::string_vie
          "') at byte offset " + std::to_string(offset);
 }
 
-// Checks everything about a shard that does not need the records' bytes.
-Status ValidateShard(Shard& shard) {
+// Checks everything about a shard that does not need the records' bytes. `field_count`: the
+// manifest's schema.
+Status ValidateShard(Shard& shard, std::size_t field_count) {
   const std::string name = shard.path.string();
   const std::uint64_t size = shard.map.size();
   if (size < shard.meta.size_bytes) {
@@ -86,6 +93,14 @@ Status ValidateShard(Shard& shard) {
         name + ": shard format version " + std::to_string(header.format_version) +
         " is newer than this packrec supports (" + std::to_string(kShardFormatVersion) + ")");
   }
+  if (header.format_version == 0) return Status::Corruption(name + ": shard format version 0");
+  shard.version = header.format_version;
+  shard.entry_size = IndexEntrySize(shard.version);
+  if (field_count > 0 && shard.version < 2) {
+    return Status::Corruption(name +
+                              ": the manifest lists record fields, but the shard is of "
+                              "version 1, which has none");
+  }
   if (header.first_record != shard.meta.first_record) {
     return Status::Corruption(name + ": header says first record " +
                               std::to_string(header.first_record) + ", the manifest " +
@@ -112,9 +127,9 @@ Status ValidateShard(Shard& shard) {
   }
   // Overflow-safe: every quantity is bounded by the file size before it is multiplied or added.
   const bool index_fits =
-      footer.record_count <= footer_offset / kIndexEntrySize &&
+      footer.record_count <= footer_offset / shard.entry_size &&
       footer.index_offset <= footer_offset &&
-      footer.index_offset == footer_offset - footer.record_count * kIndexEntrySize;
+      footer.index_offset == footer_offset - footer.record_count * shard.entry_size;
   const bool keys_fit =
       footer.keys_offset >= kHeaderSize && footer.keys_offset <= footer.index_offset &&
       footer.keys_size <= footer.index_offset - footer.keys_offset &&
@@ -134,9 +149,9 @@ Status ValidateShard(Shard& shard) {
   for (std::uint64_t local = 0; local < footer.record_count; ++local) {
     IndexEntry entry;
     const std::uint64_t index = footer.first_record + local;
-    const std::uint64_t entry_offset = footer.index_offset + local * kIndexEntrySize;
+    const std::uint64_t entry_offset = footer.index_offset + local * shard.entry_size;
     const bool reserved_ok =
-        DecodeIndexEntry(shard.EntryBytes(local), &entry) == DecodeError::kNone;
+        DecodeIndexEntry(shard.EntryBytes(local), shard.version, &entry) == DecodeError::kNone;
     const bool payload_fits = entry.offset >= kHeaderSize && entry.offset <= footer.keys_offset &&
                               entry.stored_size <= footer.keys_offset - entry.offset;
     const bool key_fits = entry.key_offset <= footer.keys_size &&
@@ -145,7 +160,13 @@ Status ValidateShard(Shard& shard) {
                           (entry.compression != 0 || entry.raw_size == entry.stored_size) &&
                           entry.raw_size <= kMaxRawRecordBytes &&
                           entry.encoding <= static_cast<std::uint8_t>(Encoding::kRawRgb);
-    if (!reserved_ok || !payload_fits || !key_fits || !sizes_ok) {
+    const std::uint64_t table = field_count * kFieldTableEntrySize;
+    const bool fields_fit =
+        field_count == 0 ||
+        (entry.fields_offset >= kHeaderSize && entry.fields_offset <= footer.keys_offset &&
+         entry.fields_offset % kFieldValueAlignment == 0 && entry.fields_size >= table &&
+         entry.fields_size <= footer.keys_offset - entry.fields_offset);
+    if (!reserved_ok || !payload_fits || !key_fits || !sizes_ok || !fields_fit) {
       return Status::Corruption(name + ": index entry of record " + std::to_string(index) +
                                 " at byte offset " + std::to_string(entry_offset) +
                                 " is impossible (offset " + std::to_string(entry.offset) +
@@ -168,6 +189,35 @@ class ShardReader final : public Reader {
     PACKREC_ASSIGN_OR_RETURN(const Shard* shard, ShardOf(index));
     return AtRecord(ReadFromShard(*shard, index, scratch, options_.verify_checksums), index,
                     shard->path.string());
+  }
+
+  Result<FieldView> ReadField(std::uint64_t index, std::size_t field,
+                              ReadScratch& scratch) const override {
+    (void)scratch;  // field values are always views into the mapping
+    if (field >= info_.fields.size()) return Reader::ReadField(index, field, scratch);
+    PACKREC_ASSIGN_OR_RETURN(const Shard* shard, ShardOf(index));
+    const IndexEntry entry = shard->Entry(index - shard->meta.first_record);
+    Result<FieldView> value = DecodeFieldValue(shard->FieldBlock(entry), info_.fields.size(), field,
+                                               options_.verify_checksums);
+    if (!value.ok()) {
+      return Status(value.status().code(),
+                    FieldWhere(*shard, entry, index, field) + ": " + value.status().message())
+          .WithRecordIndex(index)
+          .WithPath(shard->path.string());
+    }
+    return value;
+  }
+
+  Result<std::vector<std::uint32_t>> ReadLabels() const override {
+    std::vector<std::uint32_t> labels;
+    labels.reserve(info_.record_count);
+    for (const Shard& shard : shards_) {
+      if (!shard.damage.ok()) return shard.damage;
+      for (std::uint64_t local = 0; local < shard.meta.record_count; ++local) {
+        labels.push_back(shard.Entry(local).label);
+      }
+    }
+    return labels;
   }
 
   Result<RecordLocation> Locate(std::uint64_t index) const override {
@@ -225,8 +275,8 @@ class ShardReader final : public Reader {
             if (view.ok()) {
               stats.bytes_checked += stored.size();
             } else {
-              reporter.Report({shard.meta.file, index, std::string(shard.Key(entry)), entry.offset,
-                               view.status()});
+              reporter.Report({shard.meta.file, index, std::string(shard.Key(entry)),
+                               view.status().byte_offset().value_or(entry.offset), view.status()});
               ++stats.problems;
             }
             return Status::OK();  // report and go on
@@ -281,17 +331,17 @@ class ShardReader final : public Reader {
     return &shard;
   }
 
-  static Result<RecordView> ReadFromShard(const Shard& shard, std::uint64_t index,
-                                          ReadScratch& scratch, bool verify) {
+  Result<RecordView> ReadFromShard(const Shard& shard, std::uint64_t index, ReadScratch& scratch,
+                                   bool verify) const {
     const IndexEntry entry = shard.Entry(index - shard.meta.first_record);
     return MakeView(shard, entry, index, shard.map.bytes().subspan(entry.offset, entry.stored_size),
                     scratch, verify);
   }
 
   // `stored` holds the entry's stored bytes, from the mapping or from a streamed window.
-  static Result<RecordView> MakeView(const Shard& shard, const IndexEntry& entry,
-                                     std::uint64_t index, std::span<const std::byte> stored,
-                                     ReadScratch& scratch, bool verify) {
+  Result<RecordView> MakeView(const Shard& shard, const IndexEntry& entry, std::uint64_t index,
+                              std::span<const std::byte> stored, ReadScratch& scratch,
+                              bool verify) const {
     RecordView view;
     view.index = index;
     view.key = shard.Key(entry);
@@ -315,7 +365,39 @@ class ShardReader final : public Reader {
     } else {
       view.bytes = stored;
     }
+    if (!info_.fields.empty()) {
+      PACKREC_RETURN_IF_ERROR(ViewFields(shard, entry, index, scratch, verify));
+      view.fields = scratch.fields;
+    }
     return view;
+  }
+
+  // The record's field block, checked when `verify`, decoded into scratch.fields.
+  Status ViewFields(const Shard& shard, const IndexEntry& entry, std::uint64_t index,
+                    ReadScratch& scratch, bool verify) const {
+    const std::span<const std::byte> block = shard.FieldBlock(entry);
+    const std::size_t count = info_.fields.size();
+    if (verify && Xxh64(block, /*seed=*/index) != entry.fields_checksum) {
+      const std::optional<std::size_t> field = FirstDamagedField(block, count);
+      const std::string what =
+          field ? FieldWhere(shard, entry, index, *field)
+                : RecordWhere(shard, index, shard.Key(entry), entry.fields_offset) +
+                      ", its field table";
+      return Status::Corruption(what + ": checksum mismatch (the record's fields are damaged)")
+          .WithByteOffset(entry.fields_offset);
+    }
+    const Status decoded = DecodeFieldBlock(block, count, scratch.fields);
+    if (!decoded.ok()) {
+      return Status::Corruption(RecordWhere(shard, index, shard.Key(entry), entry.fields_offset) +
+                                ": " + decoded.message());
+    }
+    return Status::OK();
+  }
+
+  std::string FieldWhere(const Shard& shard, const IndexEntry& entry, std::uint64_t index,
+                         std::size_t field) const {
+    return RecordWhere(shard, index, shard.Key(entry), entry.fields_offset) + ", field '" +
+           info_.fields[field].name + "'";
   }
 
   DatasetInfo info_;
@@ -353,7 +435,7 @@ Result<std::unique_ptr<Reader>> OpenShardDataset(const fs::path& dir, const Open
     Result<MappedFile> map = MappedFile::Open(shard.path);
     if (map.ok()) {
       shard.map = std::move(map).value();
-      shard.damage = ValidateShard(shard);
+      shard.damage = ValidateShard(shard, info.fields.size());
     } else {
       shard.damage = map.status();
     }

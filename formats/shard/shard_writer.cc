@@ -20,6 +20,7 @@
 #include "shard/manifest.h"
 #include "shard/shard_format.h"
 #include "shard/shard_layout.h"
+#include "storage/field_block.h"
 #include "storage/json_util.h"
 #include "storage/payload.h"
 #include "storage/resume_journal.h"
@@ -46,7 +47,11 @@ struct SealedTotals {
 class ShardWriter final : public DatasetWriter {
  public:
   ShardWriter(OutputDirectory out, WriterOptions options)
-      : out_(std::move(out)), dir_(out_.write_dir()), options_(std::move(options)) {}
+      : out_(std::move(out)),
+        dir_(out_.write_dir()),
+        options_(std::move(options)),
+        version_(options_.fields.empty() ? kShardVersionWithoutFields : kShardFormatVersion),
+        entry_size_(IndexEntrySize(version_)) {}
 
   // Continues after `sealed` (the resume point's shards, checked against the files).
   void ResumeAfter(std::vector<ManifestShard> sealed, const SealedTotals& totals) {
@@ -84,18 +89,33 @@ class ShardWriter final : public DatasetWriter {
     std::uint64_t first_record = 0;
     std::vector<IndexEntry> entries;
     std::string keys;
+    // Version 2: the records' field blocks, written as the field region when the shard is
+    // sealed (entries' fields_offset are relative to it until then). Bounded by the shard size.
+    std::vector<std::byte> field_blocks;
     std::uint64_t payload_bytes = 0;
     std::uint32_t label_count = 0;
   };
 
   Status StartShard();
   Status SealShard();
+  Status WriteFieldRegion(OpenShard& shard);
+  Status AddFieldBlock(const RecordInput& record, IndexEntry& entry);
+  // What the field region grows to with `record` (an upper bound; 0 without fields).
+  std::uint64_t FieldBytesProjected(const RecordInput& record) const {
+    if (version_ < 2) return 0;
+    std::uint64_t bytes = current_->field_blocks.size() + kFieldValueAlignment +
+                          (options_.fields.size() + 1) * kFieldTableEntrySize;
+    for (const FieldView& value : record.fields) bytes += value.bytes.size() + kFieldValueAlignment;
+    return bytes;
+  }
   Status WriteJournal(const std::string& caller_state);
   void RemoveOpenShard();
 
   OutputDirectory out_;
   fs::path dir_;  // where files are written until out_.Commit()
   WriterOptions options_;
+  std::uint32_t version_;   // 1 without fields, 2 with
+  std::size_t entry_size_;  // IndexEntrySize(version_)
   bool finished_ = false;
   std::unique_ptr<OpenShard> current_;
   std::vector<ManifestShard> sealed_;
@@ -122,6 +142,7 @@ Status ShardWriter::StartShard() {
   shard->file->EnableWriteBehind();
   current_ = std::move(shard);
   Header header;
+  header.format_version = version_;
   header.shard_index = static_cast<std::uint32_t>(sealed_.size());
   header.align_bytes = options_.shard.align_bytes;
   header.first_record = records_;
@@ -130,8 +151,32 @@ Status ShardWriter::StartShard() {
   return current_->file->Append(bytes);
 }
 
+// The field blocks after the last payload, at a multiple of 8 so that numeric values are aligned.
+Status ShardWriter::WriteFieldRegion(OpenShard& shard) {
+  PACKREC_RETURN_IF_ERROR(shard.file->AppendZeros(
+      AlignUp(shard.file->size(), kFieldValueAlignment) - shard.file->size()));
+  const std::uint64_t region = shard.file->size();
+  for (IndexEntry& entry : shard.entries) entry.fields_offset += region;
+  PACKREC_RETURN_IF_ERROR(shard.file->Append(shard.field_blocks));
+  std::vector<std::byte>().swap(shard.field_blocks);
+  return Status::OK();
+}
+
+Status ShardWriter::AddFieldBlock(const RecordInput& record, IndexEntry& entry) {
+  std::vector<std::byte>& blocks = current_->field_blocks;
+  const std::size_t start = blocks.size();
+  const Status appended = AppendFieldBlock(options_.fields.size(), record.fields, blocks);
+  if (!appended.ok()) return appended.WithContext("record " + std::to_string(records_));
+  const std::span<const std::byte> block = std::span(blocks).subspan(start);
+  entry.fields_offset = start;
+  entry.fields_size = static_cast<std::uint32_t>(block.size());
+  entry.fields_checksum = Xxh64(block, /*seed=*/records_);
+  return Status::OK();
+}
+
 Status ShardWriter::SealShard() {
   OpenShard& shard = *current_;
+  if (version_ >= 2) PACKREC_RETURN_IF_ERROR(WriteFieldRegion(shard));
   Footer footer;
   footer.keys_offset = shard.file->size();
   footer.keys_size = shard.keys.size();
@@ -141,12 +186,12 @@ Status ShardWriter::SealShard() {
 
   // Keys, padding and index are hashed as one block, so they are laid out in one buffer.
   std::vector<std::byte> metadata(footer.index_offset - footer.keys_offset +
-                                  shard.entries.size() * kIndexEntrySize);
+                                  shard.entries.size() * entry_size_);
   std::memcpy(metadata.data(), shard.keys.data(), shard.keys.size());
   std::byte* index = metadata.data() + (footer.index_offset - footer.keys_offset);
   for (std::size_t i = 0; i < shard.entries.size(); ++i) {
-    EncodeIndexEntry(shard.entries[i], std::span<std::byte, kIndexEntrySize>(
-                                           index + i * kIndexEntrySize, kIndexEntrySize));
+    EncodeIndexEntry(shard.entries[i], version_,
+                     std::span<std::byte>(index + i * entry_size_, entry_size_));
   }
   footer.metadata_xxh64 = Xxh64(metadata);
   PACKREC_RETURN_IF_ERROR(shard.file->Append(metadata));
@@ -217,6 +262,7 @@ std::uint64_t ShardWriter::AbortKeepingCheckpoint() {
 Status ShardWriter::Add(const RecordInput& record) {
   if (finished_) return Status::Internal("Add after Finish");
   PACKREC_RETURN_IF_ERROR(CheckKeySize(records_, record.key.size(), kMaxKeyBytes));
+  PACKREC_RETURN_IF_ERROR(CheckRecordFields(options_, record, records_));
   PACKREC_ASSIGN_OR_RETURN(const StoredPayload payload,
                            PreparePayload(record, options_, compressed_));
   const std::span<const std::byte> stored = payload.bytes;
@@ -225,8 +271,8 @@ Status ShardWriter::Add(const RecordInput& record) {
   if (current_ && !current_->entries.empty()) {
     const std::uint64_t projected = AlignUp(current_->file->size(), options_.shard.align_bytes) +
                                     stored.size() + current_->keys.size() + record.key.size() +
-                                    kIndexAlignment +
-                                    (current_->entries.size() + 1) * kIndexEntrySize + kFooterSize;
+                                    kIndexAlignment + (current_->entries.size() + 1) * entry_size_ +
+                                    kFooterSize + FieldBytesProjected(record);
     // Key table offsets are 32-bit: a shard's keys may not pass 4 GiB.
     const bool keys_full = current_->keys.size() + record.key.size() > UINT32_MAX;
     if (projected > options_.shard_size_bytes || keys_full) PACKREC_RETURN_IF_ERROR(SealShard());
@@ -251,6 +297,7 @@ Status ShardWriter::Add(const RecordInput& record) {
   entry.compression = compression;
   entry.flags = record.image.progressive ? kFlagProgressive : 0;
   entry.subsampling = static_cast<std::uint8_t>(record.image.subsampling);
+  if (version_ >= 2) PACKREC_RETURN_IF_ERROR(AddFieldBlock(record, entry));
   PACKREC_RETURN_IF_ERROR(shard.file->Append(stored));
   shard.keys.append(record.key);
   shard.entries.push_back(entry);
@@ -267,8 +314,9 @@ Status ShardWriter::Finish(const DatasetMetadata& metadata) {
   if (current_) PACKREC_RETURN_IF_ERROR(SealShard());
   PACKREC_RETURN_IF_ERROR(SyncDirectory(dir_));
   Manifest manifest;
-  manifest.common = ManifestFromMetadata(metadata, kManifestFormatName, kShardFormatVersion,
-                                         records_, payload_bytes_, label_count_);
+  manifest.common = ManifestFromMetadata(metadata, kManifestFormatName, version_, records_,
+                                         payload_bytes_, label_count_);
+  manifest.common.fields = options_.fields;
   manifest.shards = sealed_;
   PACKREC_ASSIGN_OR_RETURN(const std::string text, SerializeManifest(manifest));
   PACKREC_RETURN_IF_ERROR(WriteRejectsFile(dir_ / "rejects.tsv", metadata.rejects));
@@ -318,7 +366,7 @@ Status CheckShardOptions(const WriterOptions& options) {
     return Status::InvalidArgument("--shard-size must be at least 4096 bytes, got " +
                                    std::to_string(options.shard_size_bytes));
   }
-  return ValidateCommonWriterOptions(options);
+  return ValidateCommonWriterOptions(options, FormatOwnedOptions{.fields = true});
 }
 
 // A resume point's shards, each checked against its file (present, of the recorded size).

@@ -12,10 +12,18 @@
 
 namespace packrec {
 
+// A file beside an image that carries one field of its record: `0001.txt` or `0001.mask.png`
+// beside `0001.jpg` (the layout img2dataset's "files" output writes).
+struct SideFile {
+  std::size_t field = 0;       // index into SourceListing::fields
+  std::filesystem::path path;  // where to read the file
+};
+
 struct SourceItem {
   std::filesystem::path path;  // where to read the file
   std::string key;             // relative path stored with the record ('/' separated)
   std::uint32_t label = 0;
+  std::vector<SideFile> side_files = {};  // sorted by field; at most one per field
 };
 
 struct SourceListing {
@@ -26,6 +34,9 @@ struct SourceListing {
   // What listing left out, and why: a directory reached again through a symlink (a loop, which
   // os.walk(followlinks=True), and so ImageFolder, would follow forever).
   std::vector<Reject> rejects;
+  // The fields the side files carry (their suffixes, sorted), which the dataset's schema becomes;
+  // empty when no image has a side file.
+  std::vector<FieldSpec> fields;
 };
 
 enum class ListFileKind { kAuto, kCaffe, kMxnet };
@@ -34,6 +45,13 @@ enum class ListFileKind { kAuto, kCaffe, kMxnet };
 // sorted names of root's sub-directories (byte order, as Python sorts str), labels their index;
 // within a class, files sorted by (directory, name); symlinks followed; extensions matched
 // case-insensitively against ImageFolder's list (.jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp).
+// Side files: a file in an image's directory named <image stem>.<suffix> (the image's name without
+// its extension, a dot, anything) carries a field named by the suffix: `0001.txt`, `0001.json`,
+// `0001.cls`, `0001.mask.png` beside `0001.jpg`. An image file is a side file only when its suffix
+// has two parts (`0001.mask.png`): `0001.png` beside `0001.jpg` stays a record of its own, as in
+// ImageFolder. The longest matching stem wins. The suffix decides the type: txt, text, caption,
+// cls, cls2, id and index are text; json is JSON; anything else is bytes kept with its suffix.
+// Files that are neither images nor side files are not listed (as ImageFolder does).
 // Errors: NotFound (no such path), InvalidArgument (not a directory, a class name that is not
 // UTF-8), IOError. A directory already being listed, reached again through a symlink, is not
 // entered: it goes to `rejects`.

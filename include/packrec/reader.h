@@ -73,12 +73,16 @@ struct DatasetInfo {
   // bytes are. False for LMDB and HDF5 datasets of layout version 1: a flipped label there is
   // delivered as it is, and Verify cannot see it.
   bool metadata_checksummed = true;
+  // The fields each record carries beside its image and label (empty: image and label only).
+  std::vector<FieldSpec> fields;
 };
 
 // Per-call scratch for records that cannot be handed out as views. Reuse one per thread.
 struct ReadScratch {
   std::vector<std::byte> bytes;
   std::string key;
+  std::vector<FieldView> fields;       // RecordView::fields points here
+  std::vector<std::byte> field_bytes;  // fields that had to be copied
 };
 
 // One problem found by Verify. Fields that do not apply are empty.
@@ -133,6 +137,17 @@ class Reader {
   using Visitor = std::function<Status(const RecordView&)>;
   virtual Status ForEach(const Visitor& visit, std::uint64_t begin = 0,
                          std::uint64_t end = UINT64_MAX) const;
+
+  // Projection: the value of field `field` (an index into info().fields) of record `index`,
+  // reading only that record's field bytes where the format can (the shard format touches no
+  // image bytes; its field checksum is checked when verify_checksums is on). Views live as Read's
+  // do. OutOfRange for an index or field past the end.
+  virtual Result<FieldView> ReadField(std::uint64_t index, std::size_t field,
+                                      ReadScratch& scratch) const;
+
+  // Projection: every record's label, in index order, without touching image bytes where the
+  // format keeps labels apart from them (the shard format: from the index held in memory).
+  virtual Result<std::vector<std::uint32_t>> ReadLabels() const;
 
   // Where record `index` is stored. Shards only; other formats return NotSupported (LMDB moves
   // values between pages, HDF5 may chunk or filter them). OutOfRange past the end.

@@ -5,7 +5,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace packrec {
 
@@ -48,6 +50,41 @@ struct ImageInfo {
   bool progressive = false;
 };
 
+// The type of a field a record carries beside its image and label (docs/formats/fields.md).
+// Values are stored on disk: never renumber.
+enum class FieldType : std::uint8_t {
+  kText = 1,     // UTF-8 text (a caption), stored as written
+  kJson = 2,     // JSON text that parses, stored as written (not re-serialised)
+  kBytes = 3,    // opaque bytes (a .png mask, .npy, .wav), with the suffix they came with
+  kInt64 = 4,    // int64[]: little-endian int64 values (class ids, boxes as N x 4)
+  kFloat32 = 5,  // float32[]: little-endian IEEE floats (boxes, embeddings)
+};
+
+// "text", "json", "bytes", "int64[]", "float32[]".
+std::string_view FieldTypeName(FieldType type);
+
+// One named field of a dataset's schema. Every record has a value for it, or lacks it (a record
+// may lack any field: the value is then absent, never a default).
+struct FieldSpec {
+  std::string name;  // unique in the schema; not "image", "label" or "key"
+  FieldType type = FieldType::kBytes;
+  // The file suffix the values came with, without the leading dot ("txt", "mask.png"): extract
+  // writes each value to <image stem>.<suffix>. Empty: the field name is the suffix.
+  std::string suffix;
+  // Numeric fields: the shape of one element (boxes: {4}); a value holds N such elements. Empty:
+  // a flat array.
+  std::vector<std::uint32_t> inner_shape;
+
+  bool operator==(const FieldSpec&) const = default;
+};
+
+// One field's value in one record: its bytes as stored (numbers little-endian), or absent. A view
+// of a field whose value is missing has present == false and no bytes.
+struct FieldView {
+  bool present = false;
+  std::span<const std::byte> bytes;
+};
+
 // One record as a reader hands it out. The spans point either into the reader's mapping or into
 // the caller's ReadScratch; see Reader::Read for how long they stay valid.
 struct RecordView {
@@ -59,6 +96,9 @@ struct RecordView {
   std::uint32_t height = 0;
   std::uint8_t channels = 0;
   Encoding encoding = Encoding::kUnknown;
+  // One value per field of the dataset's schema (DatasetInfo::fields), in that order; empty when
+  // the dataset has no fields. Valid as long as `bytes` is.
+  std::span<const FieldView> fields;
 };
 
 }  // namespace packrec

@@ -113,6 +113,10 @@ struct WriterOptions {
   // payload bytes (0: 64 MiB). Shards offer one whenever a shard file is sealed.
   std::uint64_t checkpoint_bytes = 0;
 
+  // The fields every record may carry (DatasetInfo::fields); RecordInput::fields holds one value
+  // per entry. A format that cannot store fields refuses a non-empty schema (NotSupported).
+  std::vector<FieldSpec> fields;
+
   ShardWriterOptions shard;
   LmdbWriterOptions lmdb;
   Hdf5WriterOptions hdf5;
@@ -141,6 +145,10 @@ struct RecordInput {
   // (Initialised here so that aggregate inits naming only the fields above stay free of
   // -Wmissing-field-initializers.)
   std::optional<PrecomputedChecksum> checksum = std::nullopt;
+  // One value per WriterOptions::fields entry (empty: every field absent). Checked at Add: text
+  // must be UTF-8, JSON must parse, numbers must fill whole elements (InvalidArgument naming the
+  // record and field).
+  std::span<const FieldView> fields = {};
 };
 
 // An input left out of a dataset, and why.

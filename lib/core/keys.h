@@ -18,6 +18,10 @@ std::string KeyProblem(std::string_view key);
 // The key for a message: control characters as \xNN, so a newline cannot forge a second line.
 std::string PrintableKey(std::string_view key);
 
+// Whether `text` is well-formed UTF-8 (no overlong forms, nothing past U+10FFFF). Hand-written:
+// a dozen lines, where the libraries that do it (simdutf, ICU) are not worth a dependency.
+bool IsValidUtf8(std::string_view text);
+
 }  // namespace packrec
 
 #endif  // PACKREC_LIB_CORE_KEYS_H_

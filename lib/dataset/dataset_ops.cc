@@ -9,6 +9,7 @@
 #include "core/keys.h"
 #include "core/tree_writer.h"
 #include "packrec/image.h"
+#include "storage/field_block.h"
 
 namespace packrec {
 namespace {
@@ -49,6 +50,25 @@ VerifyStats VerifyDataset(const Reader& reader, const VerifyOptions& options,
   return stats;
 }
 
+namespace {
+
+// The files extract writes for a record: the image (decoded pixels as .ppm), then one side file
+// per present field, <key without its extension>.<suffix>, as the image folder listing reads
+// them back (ListImageFolder).
+std::vector<std::string> ExtractedNames(const RecordView& view,
+                                        const std::vector<FieldSpec>& fields) {
+  fs::path image{std::string(view.key)};
+  if (view.encoding == Encoding::kRawRgb) image.replace_extension(".ppm");
+  std::vector<std::string> names{image.generic_string()};
+  const std::string stem = fs::path(std::string(view.key)).replace_extension().generic_string();
+  for (std::size_t field = 0; field < view.fields.size() && field < fields.size(); ++field) {
+    if (view.fields[field].present) names.push_back(stem + "." + FieldFileSuffix(fields[field]));
+  }
+  return names;
+}
+
+}  // namespace
+
 Result<ExtractStats> ExtractDataset(const Reader& reader, const fs::path& out_dir, bool overwrite) {
   // Directories opened by descriptor without following links, files renamed into place: nothing
   // is created or written outside out_dir, whatever links are in it or appear while we write.
@@ -71,19 +91,19 @@ Result<ExtractStats> ExtractDataset(const Reader& reader, const fs::path& out_di
       return Status::InvalidArgument(where + ": key would escape the output directory (it " +
                                      problem + "); refusing");
     }
-    fs::path name{std::string(view.key)};
-    if (view.encoding == Encoding::kRawRgb) name.replace_extension(".ppm");
-    const auto [first, fresh] = targets.emplace(name.generic_string(), view.index);
-    if (!fresh) {
-      return Status::InvalidArgument(where + ": record " + std::to_string(first->second) +
-                                     " is extracted to the same file " + name.generic_string() +
-                                     " (a key collision); refusing");
-    }
-    const auto [other, unique] = folded.emplace(AsciiLower(name.generic_string()), view.index);
-    if (!unique) {
-      stats.case_collisions.push_back("records " + std::to_string(other->second) + " and " +
-                                      std::to_string(view.index) + " (" + name.generic_string() +
-                                      ") differ only in case");
+    for (const std::string& name : ExtractedNames(view, reader.info().fields)) {
+      const auto [first, fresh] = targets.emplace(name, view.index);
+      if (!fresh) {
+        return Status::InvalidArgument(where + ": record " + std::to_string(first->second) +
+                                       " is extracted to the same file " + name +
+                                       " (a key collision); refusing");
+      }
+      const auto [other, unique] = folded.emplace(AsciiLower(name), view.index);
+      if (!unique) {
+        stats.case_collisions.push_back("records " + std::to_string(other->second) + " and " +
+                                        std::to_string(view.index) + " (" + name +
+                                        ") differ only in case");
+      }
     }
     return Status::OK();
   });
@@ -111,6 +131,16 @@ Result<ExtractStats> ExtractDataset(const Reader& reader, const fs::path& out_di
     if (!written.ok()) return written.WithContext(where);
     ++stats.files_written;
     stats.bytes_written += contents.size();
+    // The fields go back beside the image as the side files they came from.
+    const std::vector<std::string> names = ExtractedNames(view, reader.info().fields);
+    for (std::size_t field = 0, name = 1; field < view.fields.size(); ++field) {
+      if (!view.fields[field].present) continue;
+      const Status side = tree.Write(names[name++], view.fields[field].bytes, overwrite);
+      if (!side.ok())
+        return side.WithContext(where + ", field '" + reader.info().fields[field].name + "'");
+      ++stats.files_written;
+      stats.bytes_written += view.fields[field].bytes.size();
+    }
     return Status::OK();
   });
   if (!status.ok()) return status;

@@ -37,14 +37,18 @@ struct Prepared {
   Status status;  // not OK: the input is rejected for this reason
   std::uint64_t input_bytes = 0;
   std::uint64_t input_stamp = 0;  // listing inputs: InputStamp of the file as it was read
+  // (field index, value) of each side file read, by field.
+  std::vector<std::pair<std::size_t, std::vector<std::byte>>> field_values = {};
 };
 
 // One listing input's key, size and modification time as one number; a resume point keeps the
 // sum over the records before it (the order does not matter), so that --resume notices an input
 // changed since the interrupted run.
 std::uint64_t InputStamp(std::string_view key, const FileStamp& stamp);
-// Reads a listing input and prepares it (probe; re-encode or decode when asked).
-Prepared PrepareItem(const SourceItem& item, const ConvertOptions& options);
+// Reads a listing input and prepares it (probe; re-encode or decode when asked), with its side
+// files, each checked against its field of `fields` (the listing's schema).
+Prepared PrepareItem(const SourceItem& item, const ConvertOptions& options,
+                     const std::vector<FieldSpec>& fields);
 // Prepares a record a container source read (its bytes are moved out).
 Prepared PrepareSourceRecord(SourceRecord& record, const ConvertOptions& options);
 

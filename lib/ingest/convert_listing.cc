@@ -56,7 +56,8 @@ class OrderedPrefetch {
         next_(first),
         pipeline_([this](Item& item, std::size_t&) { return Claim(item); },
                   [this](Item& item, std::uint64_t, std::uint64_t) {
-                    item.prepared = PrepareItem(listing_.items[item.index], options_);
+                    item.prepared =
+                        PrepareItem(listing_.items[item.index], options_, listing_.fields);
                     return false;
                   },
                   threads,
@@ -100,7 +101,7 @@ class OrderedPrefetch {
 
 // Adds listing item `i`, prepared, or rejects it; asks the writer for a resume point whenever one
 // is due.
-Status AddItem(std::size_t i, const SourceItem& item, Prepared& prepared,
+Status AddItem(std::size_t i, const SourceItem& item, std::size_t field_count, Prepared& prepared,
                std::uint64_t listing_offset, DatasetWriter& writer, ResumePoints& points,
                RecordLoop& loop, ConvertStats& stats) {
   const std::uint64_t input_bytes_before = stats.input_bytes;
@@ -114,8 +115,11 @@ Status AddItem(std::size_t i, const SourceItem& item, Prepared& prepared,
     return Status::OK();
   }
   points.Adding(i, input_bytes_before, prepared.input_stamp);
-  PACKREC_RETURN_IF_ERROR(
-      loop.Add(writer, RecordInput{item.key, item.label, prepared.bytes, prepared.image}));
+  std::vector<FieldView> fields(field_count);
+  for (const auto& [field, value] : prepared.field_values) fields[field] = {true, value};
+  RecordInput record{item.key, item.label, prepared.bytes, prepared.image};
+  record.fields = fields;
+  PACKREC_RETURN_IF_ERROR(loop.Add(writer, record));
   points.Added();
   if (!writer.CheckpointDue()) return Status::OK();
   const Status checkpoint = writer.Checkpoint(
@@ -137,6 +141,7 @@ Result<ConvertStats> ConvertItems(const ConvertOptions& options, const SourceLis
   WriterOptions writer_options = options.writer;
   writer_options.expected_payload_bytes = ExpectedPayloadBytes(listing, options);
   writer_options.classes = listing.classes;
+  writer_options.fields = listing.fields;
   writer_options.resumable = true;
   PACKREC_ASSIGN_OR_RETURN(ConvertStart begin,
                            StartConversion(options, writer_options, metadata, listing));
@@ -157,8 +162,8 @@ Result<ConvertStats> ConvertItems(const ConvertOptions& options, const SourceLis
     if (!failure.ok()) loop.SetWriterFailed();
     for (std::size_t i = begin.next_item; failure.ok() && i < items; ++i) {
       Result<Prepared> prepared = prefetch.Take(i);
-      failure = prepared.ok() ? AddItem(i, listing.items[i], *prepared, listing_offset, writer,
-                                        points, loop, stats)
+      failure = prepared.ok() ? AddItem(i, listing.items[i], listing.fields.size(), *prepared,
+                                        listing_offset, writer, points, loop, stats)
                               : prepared.status();
       if (failure.ok())
         failure = loop.Progress(i + 1, items, i == begin.next_item || i + 1 == items);

@@ -2,12 +2,17 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <optional>
+#include <set>
+#include <span>
 #include <string>
 #include <system_error>
 #include <utility>
 
+#include "core/keys.h"
 #include "packrec/ingest.h"
+#include "storage/field_block.h"
 
 namespace packrec {
 namespace {
@@ -29,30 +34,6 @@ bool HasImageExtension(std::string_view name) {
   });
 }
 
-bool IsValidUtf8(std::string_view text) {
-  std::size_t i = 0;
-  while (i < text.size()) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    std::size_t extra;
-    if (c < 0x80)
-      extra = 0;
-    else if ((c & 0xE0) == 0xC0 && c >= 0xC2)
-      extra = 1;
-    else if ((c & 0xF0) == 0xE0)
-      extra = 2;
-    else if ((c & 0xF8) == 0xF0 && c <= 0xF4)
-      extra = 3;
-    else
-      return false;
-    for (std::size_t k = 1; k <= extra; ++k) {
-      if (i + k >= text.size()) return false;
-      if ((static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) return false;
-    }
-    i += extra + 1;
-  }
-  return true;
-}
-
 std::string ErrorText(const std::error_code& error) { return error.message(); }
 
 struct DirectoryId {
@@ -65,6 +46,122 @@ std::optional<DirectoryId> IdentifyDirectory(const fs::path& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return std::nullopt;
   return DirectoryId{st.st_dev, st.st_ino};
+}
+
+// A side file found while listing, before the schema (and so its field index) is known.
+struct PendingSideFile {
+  std::size_t item = 0;  // index into SourceListing::items
+  std::string suffix;
+  fs::path path;
+};
+
+using DirectoryFiles = std::span<const std::pair<std::string, std::string>>;
+
+// The longest stem of `name` (up to one of its dots before `limit`) that `stems` holds, and the
+// position of that dot; npos when none.
+std::size_t LongestStemDot(const std::string& name, std::size_t limit,
+                           const std::map<std::string, std::vector<std::size_t>>& stems) {
+  std::size_t dot = limit == 0 ? std::string::npos : name.rfind('.', limit - 1);
+  while (dot != std::string::npos && dot > 0) {
+    if (stems.count(name.substr(0, dot))) return dot;
+    dot = name.rfind('.', dot - 1);
+  }
+  return std::string::npos;
+}
+
+// One directory's files (sorted by name): the images become items, the side files are matched
+// to them. An image that is itself a side file (`0001.mask.png`) is decided first, so that a
+// file cannot attach to one.
+void AddDirectory(const fs::path& root, DirectoryFiles files, std::uint32_t label,
+                  SourceListing& listing, std::vector<PendingSideFile>& side_files) {
+  std::map<std::string, std::vector<std::size_t>> image_stems;  // stem -> files (images)
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const std::string& name = files[i].second;
+    if (HasImageExtension(name)) image_stems[name.substr(0, name.rfind('.'))].push_back(i);
+  }
+  // Images that are side files: a stem before their extension's dot is another image's.
+  std::vector<std::size_t> suffix_dot(files.size(), std::string::npos);
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const std::string& name = files[i].second;
+    if (!HasImageExtension(name)) continue;
+    const std::size_t dot = LongestStemDot(name, name.rfind('.'), image_stems);
+    if (dot != std::string::npos) suffix_dot[i] = dot;
+  }
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    if (suffix_dot[i] == std::string::npos) continue;
+    auto& list = image_stems[files[i].second.substr(0, files[i].second.rfind('.'))];
+    list.erase(std::remove(list.begin(), list.end(), i), list.end());
+  }
+  std::erase_if(image_stems, [](const auto& entry) { return entry.second.empty(); });
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const std::string& name = files[i].second;
+    if (!HasImageExtension(name) || suffix_dot[i] != std::string::npos) {
+      suffix_dot[i] = LongestStemDot(name, name.size(), image_stems);
+    }
+  }
+  std::vector<std::size_t> item_of(files.size(), SIZE_MAX);
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    if (!HasImageExtension(files[i].second) || suffix_dot[i] != std::string::npos) continue;
+    SourceItem item;
+    item.key = files[i].first + "/" + files[i].second;
+    item.path = root / item.key;
+    item.label = label;
+    item_of[i] = listing.items.size();
+    listing.items.push_back(std::move(item));
+  }
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const std::size_t dot = suffix_dot[i];
+    if (dot == std::string::npos) continue;
+    const std::string& name = files[i].second;
+    const fs::path path = root / (files[i].first + "/" + name);
+    const std::vector<std::size_t>& images = image_stems.at(name.substr(0, dot));
+    if (images.size() > 1) {
+      listing.rejects.push_back({path.string(), "a side file of " + std::to_string(images.size()) +
+                                                    " images with the same stem (" +
+                                                    files[images[0]].second + ", " +
+                                                    files[images[1]].second + "): not used"});
+      continue;
+    }
+    side_files.push_back({item_of[images[0]], name.substr(dot + 1), path});
+  }
+}
+
+FieldType SuffixType(std::string_view suffix) {
+  const std::string_view last = suffix.substr(suffix.rfind('.') + 1);
+  for (const std::string_view text : {"txt", "text", "caption", "cls", "cls2", "id", "index"}) {
+    if (last == text) return FieldType::kText;
+  }
+  return last == "json" ? FieldType::kJson : FieldType::kBytes;
+}
+
+// The schema: one field per suffix seen, sorted; each side file then knows its field. A suffix
+// that cannot name a field (not UTF-8, a control character) makes its files rejects.
+void AssignFields(SourceListing& listing, const std::vector<PendingSideFile>& side_files) {
+  std::map<std::string, std::size_t> fields;
+  for (const PendingSideFile& side : side_files) fields.emplace(side.suffix, 0);
+  std::set<std::string> unusable;
+  for (auto& [suffix, index] : fields) {
+    FieldSpec spec{suffix, SuffixType(suffix), suffix, {}};
+    if (!ValidateSchema({spec}).ok()) {
+      unusable.insert(suffix);
+      continue;
+    }
+    index = listing.fields.size();
+    listing.fields.push_back(std::move(spec));
+  }
+  for (const PendingSideFile& side : side_files) {
+    if (unusable.count(side.suffix)) {
+      listing.rejects.push_back(
+          {side.path.string(), "its suffix '" + PrintableKey(side.suffix) +
+                                   "' cannot name a field (not UTF-8, or a control character)"});
+      continue;
+    }
+    listing.items[side.item].side_files.push_back({fields.at(side.suffix), side.path});
+  }
+  for (SourceItem& item : listing.items) {
+    std::sort(item.side_files.begin(), item.side_files.end(),
+              [](const SideFile& a, const SideFile& b) { return a.field < b.field; });
+  }
 }
 
 }  // namespace
@@ -92,6 +189,7 @@ Result<SourceListing> ListImageFolder(const fs::path& root) {
     }
   }
 
+  std::vector<PendingSideFile> side_suffixes;
   for (std::uint32_t label = 0; label < listing.classes.size(); ++label) {
     const fs::path class_dir = root / listing.classes[label];
     // (directory relative to root, file name): os.walk's sorted roots, then sorted names.
@@ -116,21 +214,22 @@ Result<SourceListing> ListImageFolder(const fs::path& root) {
         if (id) ancestors.push_back(*id);
         continue;
       }
-      const std::string name = it->path().filename().string();
-      if (!HasImageExtension(name)) continue;
-      files.emplace_back(it->path().parent_path().lexically_relative(root).generic_string(), name);
+      files.emplace_back(it->path().parent_path().lexically_relative(root).generic_string(),
+                         it->path().filename().string());
     }
     if (error) return Status::IOError("list " + class_dir.string() + ": " + ErrorText(error));
-    if (files.empty()) listing.empty_classes.push_back(listing.classes[label]);
     std::sort(files.begin(), files.end());
-    for (auto& [dir, name] : files) {
-      SourceItem item;
-      item.key = dir + "/" + name;
-      item.path = root / item.key;
-      item.label = label;
-      listing.items.push_back(std::move(item));
+    const std::size_t items_before = listing.items.size();
+    for (std::size_t begin = 0, end = 0; begin < files.size(); begin = end) {
+      end = begin;
+      while (end < files.size() && files[end].first == files[begin].first) ++end;
+      AddDirectory(root, std::span(files).subspan(begin, end - begin), label, listing,
+                   side_suffixes);
     }
+    if (listing.items.size() == items_before)
+      listing.empty_classes.push_back(listing.classes[label]);
   }
+  AssignFields(listing, side_suffixes);
   return listing;
 }
 

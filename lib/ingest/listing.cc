@@ -33,7 +33,16 @@ void HashListingItem(Xxh64Stream& hash, std::string_view key, std::uint32_t labe
 std::string ListingHash(const SourceListing& listing) {
   Xxh64Stream hash;
   HashListingClasses(hash, listing.classes);
-  for (const SourceItem& item : listing.items) HashListingItem(hash, item.key, item.label);
+  for (const SourceItem& item : listing.items) {
+    HashListingItem(hash, item.key, item.label);
+    // Side files only where there are any, so an image-only listing hashes as it always did.
+    for (const SideFile& side : item.side_files) {
+      constexpr std::byte kSideFileMark[1] = {std::byte{1}};
+      hash.Update(kSideFileMark);
+      hash.Update(AsBytes(listing.fields[side.field].name));
+      hash.Update(kSeparator);
+    }
+  }
   return Hex64(hash.Digest());
 }
 

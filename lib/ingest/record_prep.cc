@@ -8,6 +8,7 @@
 #include "core/keys.h"
 #include "ingest/convert_internal.h"
 #include "packrec/image.h"
+#include "storage/field_block.h"
 
 namespace packrec::conversion {
 namespace {
@@ -91,11 +92,28 @@ std::uint64_t InputStamp(std::string_view key, const FileStamp& stamp) {
   return Xxh64(fields, Xxh64(key));
 }
 
-Prepared PrepareItem(const SourceItem& item, const ConvertOptions& options) {
+Prepared PrepareItem(const SourceItem& item, const ConvertOptions& options,
+                     const std::vector<FieldSpec>& fields) {
   if (const std::string why = KeyRejection(item.key); !why.empty()) return Rejected(why, 0);
   FileStamp stamp;
   Prepared prepared = PrepareBytes(ReadWholeFile(item.path, &stamp), options);
   prepared.input_stamp = InputStamp(item.key, stamp);
+  if (!prepared.status.ok()) return prepared;
+  for (const SideFile& side : item.side_files) {
+    const FieldSpec& spec = fields[side.field];
+    FileStamp side_stamp;
+    Result<std::vector<std::byte>> value = ReadWholeFile(side.path, &side_stamp);
+    Status valid = value.ok() ? ValidateFieldValue(spec, *value) : value.status();
+    if (!valid.ok()) {
+      prepared.status = Status::InvalidInput(
+          "its side file " + side.path.string() + " (field '" + spec.name + "', " +
+          std::string(FieldTypeName(spec.type)) + "): " + valid.message());
+      return prepared;
+    }
+    prepared.input_bytes += value->size();
+    prepared.input_stamp += InputStamp(item.key + '\0' + spec.name, side_stamp);
+    prepared.field_values.emplace_back(side.field, std::move(value).value());
+  }
   return prepared;
 }
 

@@ -7,6 +7,7 @@
 #include "core/file_io.h"
 #include "core/keys.h"
 #include "packrec/version.h"
+#include "storage/field_block.h"
 
 namespace packrec {
 namespace {
@@ -19,10 +20,10 @@ constexpr char kChecksumField[] = "manifest_xxh64";
 // indent), so it does not depend on how a reader re-serialises numbers or whitespace.
 std::uint64_t BodyChecksum(const json& body) { return Xxh64(body.dump(2)); }
 
-constexpr const char* kCommonFields[] = {"format",         "format_version", "record_count",
-                                         "rejected_count", "payload_bytes",  "classes",
-                                         "label_count",    "listing_hash",   "source_kind",
-                                         "options",        "created_by",     kChecksumField};
+constexpr const char* kCommonFields[] = {
+    "format",     "format_version", "record_count", "rejected_count", "payload_bytes",
+    "classes",    "label_count",    "listing_hash", "source_kind",    "options",
+    "created_by", "fields",         kChecksumField};
 
 }  // namespace
 
@@ -64,6 +65,8 @@ Result<std::string> SerializeManifestJson(const DatasetManifest& manifest) {
   body["source_kind"] = manifest.source_kind;
   body["options"] = std::move(options);
   body["created_by"] = manifest.created_by;
+  // Only datasets with fields have the key, so a dataset without is byte-identical to before.
+  if (!manifest.fields.empty()) body["fields"] = SchemaToJson(manifest.fields);
   try {
     body[kChecksumField] = Hex64(BodyChecksum(body));
     return body.dump(2) + "\n";
@@ -115,6 +118,9 @@ Result<DatasetManifest> ParseManifestJson(std::string_view text, std::string_vie
     manifest.source_kind = body.at("source_kind").get<std::string>();
     manifest.options_json = body.at("options").dump();
     manifest.created_by = body.at("created_by").get<std::string>();
+    if (body.contains("fields")) {
+      PACKREC_ASSIGN_OR_RETURN(manifest.fields, SchemaFromJson(body["fields"], where));
+    }
     for (const char* field : kCommonFields) body.erase(field);
     manifest.extra = std::move(body);
     return manifest;
@@ -147,6 +153,7 @@ DatasetInfo InfoFromManifest(const DatasetManifest& manifest, std::string format
   info.payload_bytes = manifest.payload_bytes;
   info.options_json = manifest.options_json;
   info.created_by = manifest.created_by;
+  info.fields = manifest.fields;
   return info;
 }
 

@@ -30,6 +30,7 @@ struct DatasetManifest {
   std::string source_kind;
   std::string options_json = "{}";
   std::string created_by;
+  std::vector<FieldSpec> fields;  // the record schema (written only when non-empty)
   nlohmann::json extra = nlohmann::json::object();  // format-specific top-level fields
 };
 

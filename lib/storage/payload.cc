@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "core/checksum.h"
+#include "storage/field_block.h"
 
 namespace packrec {
 
@@ -124,6 +125,33 @@ Status ValidateCommonWriterOptions(const WriterOptions& options, FormatOwnedOpti
     return Status::InvalidArgument("--compress zstd level must be 1 to " +
                                    std::to_string(ZSTD_maxCLevel()) + ", got " +
                                    std::to_string(options.compression_level));
+  }
+  if (!options.fields.empty()) {
+    if (!owned.fields) {
+      return Status::NotSupported(
+          "the " + options.format + " format does not store record fields (the input has " +
+          std::to_string(options.fields.size()) + "); write a shard dataset to keep them");
+    }
+    PACKREC_RETURN_IF_ERROR(ValidateSchema(options.fields));
+  }
+  return Status::OK();
+}
+
+Status CheckRecordFields(const WriterOptions& options, const RecordInput& record,
+                         std::uint64_t index) {
+  if (record.fields.size() > options.fields.size()) {
+    return Status::InvalidArgument(
+        "record " + std::to_string(index) + " has " + std::to_string(record.fields.size()) +
+        " field values; the schema has " + std::to_string(options.fields.size()) + " fields");
+  }
+  for (std::size_t i = 0; i < record.fields.size(); ++i) {
+    if (!record.fields[i].present) continue;
+    const Status valid = ValidateFieldValue(options.fields[i], record.fields[i].bytes);
+    if (!valid.ok()) {
+      return Status::InvalidArgument("record " + std::to_string(index) + ", field '" +
+                                     options.fields[i].name + "': " + valid.message())
+          .WithRecordIndex(index);
+    }
   }
   return Status::OK();
 }

@@ -40,6 +40,7 @@ std::uint64_t StoredChecksum(const RecordInput& record, std::span<const std::byt
 struct FormatOwnedOptions {
   bool pixel_layout = false;        // hdf5_layout kPixels, pixel_height, pixel_width
   bool caffe_datum_values = false;  // lmdb_values kCaffeDatum
+  bool fields = false;              // a non-empty WriterOptions::fields schema
 };
 
 // Checks the options every writer shares (compression level), naming the flag, and refuses the
@@ -55,6 +56,11 @@ Result<T> AtRecord(Result<T> result, std::uint64_t index, const std::string& pat
   if (status.path().empty()) status = status.WithPath(path);
   return status;
 }
+
+// InvalidArgument (naming the record and field) when record `index`'s field values do not match
+// the schema in `options` (ValidateFieldValue).
+Status CheckRecordFields(const WriterOptions& options, const RecordInput& record,
+                         std::uint64_t index);
 
 // InvalidArgument when a key is longer than `max_bytes`, naming the record.
 Status CheckKeySize(std::uint64_t index, std::size_t key_size, std::size_t max_bytes);

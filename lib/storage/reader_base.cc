@@ -19,4 +19,25 @@ Result<RecordLocation> Reader::Locate(std::uint64_t) const {
                               " format does not expose record locations (shards do)");
 }
 
+// Formats that keep fields inside the record read the whole record.
+Result<FieldView> Reader::ReadField(std::uint64_t index, std::size_t field,
+                                    ReadScratch& scratch) const {
+  if (field >= info().fields.size()) {
+    return Status::OutOfRange("field " + std::to_string(field) + " of a dataset with " +
+                              std::to_string(info().fields.size()) + " fields");
+  }
+  PACKREC_ASSIGN_OR_RETURN(const RecordView view, Read(index, scratch));
+  return field < view.fields.size() ? view.fields[field] : FieldView{};
+}
+
+Result<std::vector<std::uint32_t>> Reader::ReadLabels() const {
+  std::vector<std::uint32_t> labels;
+  labels.reserve(size());
+  PACKREC_RETURN_IF_ERROR(ForEach([&](const RecordView& view) {
+    labels.push_back(view.label);
+    return Status::OK();
+  }));
+  return labels;
+}
+
 }  // namespace packrec

@@ -239,8 +239,8 @@ TEST_CASE("impossible index entries are rejected at open, never read through") {
   REQUIRE(shard::DecodeFooter(std::span<const std::byte>(original).last<shard::kFooterSize>(),
                               &footer) == shard::DecodeError::kNone);
   auto entry_span = [&](std::vector<std::byte>& bytes, std::uint64_t i) {
-    return std::span<std::byte, shard::kIndexEntrySize>(
-        bytes.data() + footer.index_offset + i * shard::kIndexEntrySize, shard::kIndexEntrySize);
+    return std::span<std::byte>(bytes.data() + footer.index_offset + i * shard::kIndexEntrySizeV1,
+                                shard::kIndexEntrySizeV1);
   };
   struct Mutation {
     const char* name;
@@ -260,9 +260,9 @@ TEST_CASE("impossible index entries are rejected at open, never read through") {
     CAPTURE(m.name);
     auto bytes = original;
     shard::IndexEntry entry;
-    REQUIRE(shard::DecodeIndexEntry(entry_span(bytes, 2), &entry) == shard::DecodeError::kNone);
+    REQUIRE(shard::DecodeIndexEntry(entry_span(bytes, 2), 1, &entry) == shard::DecodeError::kNone);
     m.apply(entry);
-    shard::EncodeIndexEntry(entry, entry_span(bytes, 2));
+    shard::EncodeIndexEntry(entry, 1, entry_span(bytes, 2));
     ResealShard(f.ds, file, bytes);
     const Status status = f.OpenError();
     CHECK(status.code() == StatusCode::kCorruption);
@@ -281,15 +281,15 @@ TEST_CASE("a record moved into another slot fails its checksum: the checksum bin
   // Point entry 1 at record 0's payload, checksum and all (a copy of its whole index entry but
   // the key), as a buggy writer or a bad merge could.
   auto entry_at = [&](std::uint64_t i) {
-    return std::span<std::byte, shard::kIndexEntrySize>(
-        bytes.data() + footer.index_offset + i * shard::kIndexEntrySize, shard::kIndexEntrySize);
+    return std::span<std::byte>(bytes.data() + footer.index_offset + i * shard::kIndexEntrySizeV1,
+                                shard::kIndexEntrySizeV1);
   };
   shard::IndexEntry first, second;
-  REQUIRE(shard::DecodeIndexEntry(entry_at(0), &first) == shard::DecodeError::kNone);
-  REQUIRE(shard::DecodeIndexEntry(entry_at(1), &second) == shard::DecodeError::kNone);
+  REQUIRE(shard::DecodeIndexEntry(entry_at(0), 1, &first) == shard::DecodeError::kNone);
+  REQUIRE(shard::DecodeIndexEntry(entry_at(1), 1, &second) == shard::DecodeError::kNone);
   first.key_offset = second.key_offset;
   first.key_size = second.key_size;
-  shard::EncodeIndexEntry(first, entry_at(1));
+  shard::EncodeIndexEntry(first, 1, entry_at(1));
   ResealShard(f.ds, file, bytes);
   const auto reader = f.Open();
   ReadScratch scratch;

@@ -37,7 +37,18 @@ int WaitOrKill(pid_t pid, std::chrono::seconds limit) {
   return -1;
 }
 
-TEST_CASE("a child forked while other threads open datasets opens and reads every format") {
+// AddressSanitizer's own allocator (GCC 12's libasan) takes no lock around fork(), so a child
+// forked while a busy thread is inside malloc waits for ever on the allocator's mutex before it
+// reaches packrec (gdb: the child blocked in __asan::Allocator, ~1 run in 3). glibc's malloc, the
+// one every user runs, is fork-safe, so the test runs in every build except that one.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAllocatorForkSafe = false;
+#else
+constexpr bool kAllocatorForkSafe = true;
+#endif
+
+TEST_CASE("a child forked while other threads open datasets opens and reads every format" *
+          doctest::skip(!kAllocatorForkSafe)) {
   test::TempDir dir;
   const std::vector<test::TestRecord> records = test::MakeRecords(4);
   std::vector<fs::path> datasets;

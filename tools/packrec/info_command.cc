@@ -39,6 +39,14 @@ void AddInfoCommand(CLI::App& app, int& exit_code) {
       out["source_kind"] = info.source_kind;
       out["created_by"] = info.created_by;
       out["options"] = nlohmann::json::parse(info.options_json);
+      nlohmann::json fields = nlohmann::json::array();
+      for (const FieldSpec& field : info.fields) {
+        fields.push_back({{"name", field.name},
+                          {"type", FieldTypeName(field.type)},
+                          {"suffix", field.suffix},
+                          {"shape", field.inner_shape}});
+      }
+      out["fields"] = std::move(fields);
       nlohmann::json files = nlohmann::json::array();
       for (const DatasetFileInfo& file : info.files) {
         files.push_back({{"file", file.file},
@@ -63,8 +71,21 @@ void AddInfoCommand(CLI::App& app, int& exit_code) {
       }
       if (info.classes.size() > 8) std::cout << ", ... " << info.classes.back();
     }
-    std::cout << "\n"
-              << "size      " << HumanBytes(info.payload_bytes) << " of records in "
+    std::cout << "\n";
+    if (!info.fields.empty()) {
+      std::cout << "fields    ";
+      for (std::size_t i = 0; i < info.fields.size(); ++i) {
+        const FieldSpec& field = info.fields[i];
+        std::cout << (i ? ", " : "") << field.name << " (" << FieldTypeName(field.type);
+        for (std::size_t d = 0; d < field.inner_shape.size(); ++d) {
+          std::cout << (d ? " x " : " of N x ") << field.inner_shape[d];
+        }
+        if (field.suffix != field.name && !field.suffix.empty()) std::cout << ", ." << field.suffix;
+        std::cout << ")";
+      }
+      std::cout << "\n";
+    }
+    std::cout << "size      " << HumanBytes(info.payload_bytes) << " of records in "
               << info.files.size() << " file(s), " << HumanBytes(file_bytes) << " on disk\n"
               << "source    " << info.source_kind << ", listing xxh64 " << info.listing_hash << "\n"
               << "options   " << info.options_json << "\n";

@@ -1,0 +1,251 @@
+#include "storage/field_block.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <set>
+
+#include "core/checksum.h"
+#include "core/endian.h"
+#include "core/keys.h"
+
+namespace packrec {
+namespace {
+
+constexpr std::array<std::pair<FieldType, std::string_view>, 5> kTypeNames = {{
+    {FieldType::kText, "text"},
+    {FieldType::kJson, "json"},
+    {FieldType::kBytes, "bytes"},
+    {FieldType::kInt64, "int64[]"},
+    {FieldType::kFloat32, "float32[]"},
+}};
+
+bool IsNumeric(FieldType type) { return type == FieldType::kInt64 || type == FieldType::kFloat32; }
+
+std::string_view AsText(std::span<const std::byte> bytes) {
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
+
+std::size_t PaddedSize(std::size_t size) {
+  return (size + kFieldValueAlignment - 1) / kFieldValueAlignment * kFieldValueAlignment;
+}
+
+}  // namespace
+
+std::string_view FieldTypeName(FieldType type) {
+  for (const auto& [known, name] : kTypeNames) {
+    if (known == type) return name;
+  }
+  return "unknown";
+}
+
+std::optional<FieldType> ParseFieldType(std::string_view name) {
+  for (const auto& [type, known] : kTypeNames) {
+    if (known == name) return type;
+  }
+  return std::nullopt;
+}
+
+Status ValidateSchema(const std::vector<FieldSpec>& fields) {
+  std::set<std::string, std::less<>> names;
+  for (const FieldSpec& spec : fields) {
+    const std::string where = "field '" + PrintableKey(spec.name) + "'";
+    if (spec.name.empty() || spec.name.size() > 255 || !IsValidUtf8(spec.name) ||
+        std::any_of(spec.name.begin(), spec.name.end(),
+                    [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == '/'; })) {
+      return Status::InvalidArgument(
+          where + ": a field name is 1 to 255 bytes of UTF-8 without '/' or control characters");
+    }
+    if (spec.name == "image" || spec.name == "label" || spec.name == "key") {
+      return Status::InvalidArgument(where + ": the name is the record's own (image, label, key)");
+    }
+    if (!names.insert(spec.name).second) {
+      return Status::InvalidArgument(where + " appears twice in the schema");
+    }
+    if (FieldTypeName(spec.type) == "unknown") {
+      return Status::InvalidArgument(where + ": unknown type " +
+                                     std::to_string(static_cast<int>(spec.type)));
+    }
+    if (!spec.inner_shape.empty() && !IsNumeric(spec.type)) {
+      return Status::InvalidArgument(where + ": only int64[] and float32[] fields have a shape");
+    }
+    std::uint64_t elements = 1;
+    for (const std::uint32_t extent : spec.inner_shape) {
+      elements *= extent;
+      if (extent == 0 || elements > (1u << 20)) {
+        return Status::InvalidArgument(where +
+                                       ": each extent of its shape is 1 or more, and an "
+                                       "element holds at most 1048576 numbers");
+      }
+    }
+    if (KeyProblem(FieldFileSuffix(spec)).size() > 0 ||
+        FieldFileSuffix(spec).find('/') != std::string::npos) {
+      return Status::InvalidArgument(where + ": its suffix '" + PrintableKey(spec.suffix) +
+                                     "' cannot end a file name");
+    }
+  }
+  return Status::OK();
+}
+
+std::size_t FieldElementBytes(const FieldSpec& spec) {
+  if (!IsNumeric(spec.type)) return 0;
+  std::size_t bytes = spec.type == FieldType::kInt64 ? 8 : 4;
+  for (const std::uint32_t extent : spec.inner_shape) bytes *= extent;
+  return bytes;
+}
+
+Status ValidateFieldValue(const FieldSpec& spec, std::span<const std::byte> bytes) {
+  switch (spec.type) {
+    case FieldType::kText:
+      if (!IsValidUtf8(AsText(bytes))) return Status::InvalidInput("not valid UTF-8 text");
+      return Status::OK();
+    case FieldType::kJson:
+      if (!IsValidUtf8(AsText(bytes)) || !nlohmann::json::accept(AsText(bytes))) {
+        return Status::InvalidInput("not valid JSON");
+      }
+      return Status::OK();
+    case FieldType::kBytes:
+      return Status::OK();
+    case FieldType::kInt64:
+    case FieldType::kFloat32: {
+      const std::size_t element = FieldElementBytes(spec);
+      if (bytes.size() % element != 0) {
+        std::string shape;
+        for (const std::uint32_t extent : spec.inner_shape) shape += " x " + std::to_string(extent);
+        return Status::InvalidInput(std::to_string(bytes.size()) +
+                                    " bytes is not a whole number of " +
+                                    std::string(FieldTypeName(spec.type)) + " elements (N" + shape +
+                                    ", " + std::to_string(element) + " bytes each)");
+      }
+      return Status::OK();
+    }
+  }
+  return Status::InvalidArgument("unknown field type");
+}
+
+Status AppendFieldBlock(std::size_t field_count, std::span<const FieldView> values,
+                        std::vector<std::byte>& out) {
+  const std::size_t start = out.size();
+  const std::size_t table_size = PaddedSize(field_count * kFieldTableEntrySize);
+  std::size_t total = table_size;
+  for (std::size_t i = 0; i < field_count && i < values.size(); ++i) {
+    if (values[i].present) total += PaddedSize(values[i].bytes.size());
+  }
+  if (total > UINT32_MAX) {
+    return Status::InvalidArgument("the record's fields take " + std::to_string(total) +
+                                   " bytes; a record's fields may take at most 4 GiB");
+  }
+  out.resize(start + total);  // zero-filled: the padding
+  std::size_t at = table_size;
+  for (std::size_t i = 0; i < field_count; ++i) {
+    std::byte* entry = out.data() + start + i * kFieldTableEntrySize;
+    if (i >= values.size() || !values[i].present) {
+      StoreLE<std::uint32_t>(entry, kAbsentFieldOffset);  // size and checksum stay 0
+      continue;
+    }
+    StoreLE<std::uint32_t>(entry, static_cast<std::uint32_t>(at));
+    StoreLE<std::uint32_t>(entry + 4, static_cast<std::uint32_t>(values[i].bytes.size()));
+    StoreLE<std::uint64_t>(entry + 8, Xxh64(values[i].bytes));
+    if (!values[i].bytes.empty()) {
+      std::memcpy(out.data() + start + at, values[i].bytes.data(), values[i].bytes.size());
+    }
+    at += PaddedSize(values[i].bytes.size());
+  }
+  return Status::OK();
+}
+
+Result<FieldView> DecodeFieldValue(std::span<const std::byte> block, std::size_t field_count,
+                                   std::size_t field, bool verify) {
+  if (field >= field_count) {
+    return Status::OutOfRange("field " + std::to_string(field) + " of " +
+                              std::to_string(field_count));
+  }
+  const std::size_t table_size = PaddedSize(field_count * kFieldTableEntrySize);
+  if (block.size() < table_size) {
+    return Status::Corruption("its field block is " + std::to_string(block.size()) +
+                              " bytes, too small for the table of " + std::to_string(field_count) +
+                              " fields");
+  }
+  const std::byte* entry = &block[field * kFieldTableEntrySize];
+  const std::uint32_t offset = LoadLE<std::uint32_t>(entry);
+  const std::uint32_t size = LoadLE<std::uint32_t>(entry + 4);
+  const std::uint64_t checksum = LoadLE<std::uint64_t>(entry + 8);
+  if (offset == kAbsentFieldOffset) {
+    if (size != 0 || checksum != 0) {
+      return Status::Corruption("field table entry " + std::to_string(field) +
+                                " is absent but has a size or checksum");
+    }
+    return FieldView{};
+  }
+  if (offset < table_size || offset % kFieldValueAlignment != 0 || offset > block.size() ||
+      size > block.size() - offset) {
+    return Status::Corruption("field table entry " + std::to_string(field) + " (offset " +
+                              std::to_string(offset) + ", size " + std::to_string(size) +
+                              ") lies outside its " + std::to_string(block.size()) + "-byte block");
+  }
+  const FieldView view{true, block.subspan(offset, size)};
+  if (verify && Xxh64(view.bytes) != checksum) {
+    return Status::Corruption("checksum mismatch (stored " + Hex64(checksum) + ", computed " +
+                              Hex64(Xxh64(view.bytes)) + ")");
+  }
+  return view;
+}
+
+std::optional<std::size_t> FirstDamagedField(std::span<const std::byte> block,
+                                             std::size_t field_count) {
+  for (std::size_t i = 0; i < field_count; ++i) {
+    if (!DecodeFieldValue(block, field_count, i, /*verify=*/true).ok()) return i;
+  }
+  return std::nullopt;
+}
+
+Status DecodeFieldBlock(std::span<const std::byte> block, std::size_t field_count,
+                        std::vector<FieldView>& out) {
+  out.resize(field_count);
+  for (std::size_t i = 0; i < field_count; ++i) {
+    PACKREC_ASSIGN_OR_RETURN(out[i], DecodeFieldValue(block, field_count, i));
+  }
+  return Status::OK();
+}
+
+nlohmann::json SchemaToJson(const std::vector<FieldSpec>& fields) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const FieldSpec& spec : fields) {
+    list.push_back({{"name", spec.name},
+                    {"type", FieldTypeName(spec.type)},
+                    {"suffix", spec.suffix},
+                    {"shape", spec.inner_shape}});
+  }
+  return list;
+}
+
+Result<std::vector<FieldSpec>> SchemaFromJson(const nlohmann::json& json, std::string_view where) {
+  const auto bad = [&](const std::string& why) {
+    return Status::Corruption(std::string(where) + ": its field schema " + why);
+  };
+  if (!json.is_array()) return bad("is not a list");
+  std::vector<FieldSpec> fields;
+  for (const nlohmann::json& entry : json) {
+    FieldSpec spec;
+    try {
+      spec.name = entry.at("name").get<std::string>();
+      const std::optional<FieldType> type = ParseFieldType(entry.at("type").get<std::string>());
+      if (!type) return bad("names an unknown type " + entry.at("type").dump());
+      spec.type = *type;
+      spec.suffix = entry.at("suffix").get<std::string>();
+      spec.inner_shape = entry.at("shape").get<std::vector<std::uint32_t>>();
+    } catch (const nlohmann::json::exception& error) {
+      return bad(std::string("is malformed (") + error.what() + ")");
+    }
+    fields.push_back(std::move(spec));
+  }
+  const Status valid = ValidateSchema(fields);
+  if (!valid.ok()) return bad("is invalid: " + valid.message());
+  return fields;
+}
+
+std::string FieldFileSuffix(const FieldSpec& spec) {
+  return spec.suffix.empty() ? spec.name : spec.suffix;
+}
+
+}  // namespace packrec

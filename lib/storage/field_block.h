@@ -1,0 +1,69 @@
+// A record's field values as one block of bytes, the same in every packrec format that stores
+// fields (docs/formats/fields.md): a table of (offset, size) per schema field, then the values,
+// each starting at a multiple of 8 so that int64 and float32 values can be viewed in place.
+#ifndef PACKREC_LIB_STORAGE_FIELD_BLOCK_H_
+#define PACKREC_LIB_STORAGE_FIELD_BLOCK_H_
+
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "packrec/record.h"
+#include "packrec/status.h"
+
+namespace packrec {
+
+// Table entry offset of a field the record lacks.
+inline constexpr std::uint32_t kAbsentFieldOffset = 0xffffffffu;
+inline constexpr std::size_t kFieldTableEntrySize = 16;
+inline constexpr std::size_t kFieldValueAlignment = 8;
+
+std::optional<FieldType> ParseFieldType(std::string_view name);
+
+// Checks a schema: names non-empty, unique, printable and not reserved ("image", "label", "key");
+// known types; an inner shape only on numeric fields, without zeros. InvalidArgument naming the
+// field.
+Status ValidateSchema(const std::vector<FieldSpec>& fields);
+
+// Checks one value against its field: text UTF-8, JSON parses, numbers fill whole elements.
+// InvalidArgument saying what is wrong (the caller adds record and field).
+Status ValidateFieldValue(const FieldSpec& spec, std::span<const std::byte> bytes);
+
+// Bytes of one element of a numeric field (element size x inner shape); 0 for the others.
+std::size_t FieldElementBytes(const FieldSpec& spec);
+
+// Appends the block of `values` (one per schema field; fewer: the rest absent) to `out`, which
+// must end at a multiple of 8 relative to where the block will be read from. InvalidArgument
+// when a value is 4 GiB or more.
+Status AppendFieldBlock(std::size_t field_count, std::span<const FieldView> values,
+                        std::vector<std::byte>& out);
+
+// Views of the `field_count` values in `block` into `out` (pointing into `block`). Corruption
+// (with what is wrong, for the caller to place) when a table entry points outside the block.
+Status DecodeFieldBlock(std::span<const std::byte> block, std::size_t field_count,
+                        std::vector<FieldView>& out);
+// One value of `block`, checked the same way; with `verify`, also against its own XXH64.
+Result<FieldView> DecodeFieldValue(std::span<const std::byte> block, std::size_t field_count,
+                                   std::size_t field, bool verify = false);
+// After the block failed its checksum: the first field whose value fails its own (or whose table
+// entry is impossible); nullopt when every value is intact (the table or padding is damaged).
+std::optional<std::size_t> FirstDamagedField(std::span<const std::byte> block,
+                                             std::size_t field_count);
+
+// The schema as manifests store it: [{"name", "type", "suffix", "shape"}], and back (Corruption
+// naming `where` when malformed).
+nlohmann::json SchemaToJson(const std::vector<FieldSpec>& fields);
+Result<std::vector<FieldSpec>> SchemaFromJson(const nlohmann::json& json, std::string_view where);
+
+// The suffix extract writes a field's values under: spec.suffix, else the field name.
+std::string FieldFileSuffix(const FieldSpec& spec);
+
+}  // namespace packrec
+
+#endif  // PACKREC_LIB_STORAGE_FIELD_BLOCK_H_
