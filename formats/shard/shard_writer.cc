@@ -366,7 +366,7 @@ Status CheckShardOptions(const WriterOptions& options) {
     return Status::InvalidArgument("--shard-size must be at least 4096 bytes, got " +
                                    std::to_string(options.shard_size_bytes));
   }
-  return ValidateCommonWriterOptions(options, FormatOwnedOptions{.fields = true});
+  return ValidateCommonWriterOptions(options);
 }
 
 // A resume point's shards, each checked against its file (present, of the recorded size).

@@ -21,9 +21,10 @@ struct FormatInfo {
   std::string summary;  // one line, for help texts
   // File name endings that say this format (".pkr"); the first one names --part outputs.
   std::vector<std::string> suffixes;
-  bool readable = false;     // packrec opens it as a dataset (OpenDataset); else an export only
-  bool single_file = false;  // the dataset is one file (HDF5), not a directory
-  bool resumable = false;    // an interrupted conversion to it continues (ConvertOptions::resume)
+  bool readable = false;       // packrec opens it as a dataset (OpenDataset); else an export only
+  bool single_file = false;    // the dataset is one file (HDF5), not a directory
+  bool resumable = false;      // an interrupted conversion to it continues (ConvertOptions::resume)
+  bool stores_fields = false;  // it keeps record fields (WriterOptions::fields); others refuse them
 };
 
 // Every format CreateDatasetWriter takes, packrec's own (readable) first, in the registry's order.

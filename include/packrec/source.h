@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,8 @@ struct SourceRecord {
   ImageInfo image;
   std::string origin;  // "FILE record N at byte B"
   Status status;
+  // One value per RecordSource::fields() entry (nullopt: absent); empty when it has none.
+  std::vector<std::optional<std::vector<std::byte>>> fields = {};
 };
 
 class RecordSource {
@@ -84,6 +87,8 @@ class RecordSource {
   virtual const std::vector<std::filesystem::path>& files() const = 0;
   // Records in the source when the format says so up front (index files, MDS, LMDB); else 0.
   virtual std::uint64_t size_hint() const { return 0; }
+  // The fields its records carry beside image and label (the output's schema).
+  virtual std::vector<FieldSpec> fields() const { return {}; }
   // How far the source has read into files(), as bytes of those files taken in order (a file
   // left behind counts whole), so a caller can keep the kernel reading ahead of it; skipped
   // bytes count too (a WebDataset member no record needs, an MDS column). 0 where the source

@@ -83,16 +83,35 @@ Result<std::unique_ptr<Reader>> OpenDataset(const fs::path& path, const OpenOpti
                           "leaves none)");
 }
 
+namespace {
+
+// A schema given to a format that would drop it is refused: nothing is lost silently.
+Status CheckFieldsStored(const FormatDescriptor& format, const WriterOptions& options) {
+  if (options.fields.empty() || format.info.stores_fields) return Status::OK();
+  std::string names;
+  for (const FieldSpec& field : options.fields) names += (names.empty() ? "" : ", ") + field.name;
+  return Status::NotSupported("the " + format.info.name + " format does not store record fields " +
+                              "yet, and the records have " + std::to_string(options.fields.size()) +
+                              " (" + names + "); the " +
+                              JoinFormatNames(&FormatInfo::stores_fields) + " format keeps them");
+}
+
+}  // namespace
+
 Result<std::unique_ptr<DatasetWriter>> CreateDatasetWriter(const fs::path& path,
                                                            const WriterOptions& options) {
   const FormatDescriptor* format = FindFormatDescriptor(options.format);
   if (format == nullptr) return FindFormat(options.format).status();
+  PACKREC_RETURN_IF_ERROR(CheckFieldsStored(*format, options));
   return format->create(path, options);
 }
 
 Result<ResumedWriter> ResumeDatasetWriter(const fs::path& path, const WriterOptions& options) {
   const FormatDescriptor* format = FindFormatDescriptor(options.format);
-  if (format != nullptr && format->resume != nullptr) return format->resume(path, options);
+  if (format != nullptr && format->resume != nullptr) {
+    PACKREC_RETURN_IF_ERROR(CheckFieldsStored(*format, options));
+    return format->resume(path, options);
+  }
   return Status::InvalidArgument("--resume applies to the " +
                                  JoinFormatNames(&FormatInfo::resumable) + " formats, not '" +
                                  options.format + "'");

@@ -126,8 +126,14 @@ class PackrecSource final : public RecordSource {
       record.image =
           ImageInfo{Encoding::kRawRgb, view->width, view->height, 3, Subsampling::kNone, false};
     }
+    for (const FieldView& field : view->fields) {
+      record.fields.emplace_back();
+      if (field.present) record.fields.back().emplace(field.bytes.begin(), field.bytes.end());
+    }
     return true;
   }
+
+  std::vector<FieldSpec> fields() const override { return reader_->info().fields; }
 
   std::vector<std::string> classes() const override { return reader_->info().classes; }
   SourceFormat format() const override { return SourceFormat::kPackrec; }

@@ -206,7 +206,9 @@ DatasetMetadata StreamMetadata(const ConvertOptions& options, SourceFormat forma
 // Takes every record the pump prepared, in source order, through the record loop; hashes the
 // (key, label) pairs written into `items_hash`.
 Status PumpRecords(SourcePump& pump, DatasetWriter& writer, RecordLoop& loop, ConvertStats& stats,
-                   std::uint64_t size_hint, Xxh64Stream& items_hash) {
+                   const RecordSource& source, Xxh64Stream& items_hash) {
+  const std::uint64_t size_hint = source.size_hint();
+  const std::size_t field_count = source.fields().size();
   std::uint64_t done = 0;
   for (;;) {
     PumpedRecord pumped;
@@ -216,8 +218,13 @@ Status PumpRecords(SourcePump& pump, DatasetWriter& writer, RecordLoop& loop, Co
     const Prepared& prepared = pumped.prepared;
     stats.input_bytes += prepared.input_bytes;
     if (prepared.status.ok()) {
-      PACKREC_RETURN_IF_ERROR(loop.Add(writer, RecordInput{record.key, record.label, prepared.bytes,
-                                                           prepared.image, pumped.checksum}));
+      std::vector<FieldView> fields(field_count);
+      for (const auto& [field, value] : prepared.field_values) {
+        if (field < field_count) fields[field] = {true, value};
+      }
+      RecordInput input{record.key, record.label, prepared.bytes, prepared.image, pumped.checksum};
+      input.fields = fields;
+      PACKREC_RETURN_IF_ERROR(loop.Add(writer, input));
       HashListingItem(items_hash, record.key, record.label);
     } else {
       PACKREC_RETURN_IF_ERROR(loop.Reject(record.origin, record.origin, prepared.status));
@@ -239,6 +246,7 @@ Result<ConvertStats> ConvertStream(const ConvertOptions& options, SourceFormat f
                            OpenRecordSource(options.source.string(), format, source_options));
   WriterOptions writer_options = options.writer;
   writer_options.classes = source->classes();
+  writer_options.fields = source->fields();
   PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<DatasetWriter> writer,
                            CreateDatasetWriter(options.output, writer_options));
   ConvertStats stats;
@@ -253,7 +261,7 @@ Result<ConvertStats> ConvertStream(const ConvertOptions& options, SourceFormat f
       writer->Abort();
       return pump.started();
     }
-    failure = PumpRecords(pump, *writer, loop, stats, source->size_hint(), items_hash);
+    failure = PumpRecords(pump, *writer, loop, stats, *source, items_hash);
   }
   if (failure.ok()) failure = loop.CheckSomethingWritten(*writer);
   DatasetMetadata metadata = StreamMetadata(options, format, *source, items_hash.Digest());

@@ -137,6 +137,7 @@ Status CheckParts(std::vector<Part>& parts) {
     if (info.listing_hash != want.listing_hash) return differs("input listings (listing hash)");
     if (part.items_total != first.items_total) return differs("input counts");
     if (info.classes != want.classes) return differs("classes");
+    if (info.fields != want.fields) return differs("record fields");
     if (info.source_kind != want.source_kind) return differs("source kinds");
     if (part.options != first.options) {
       return differs("convert options (" + part.options.dump() + " vs " + first.options.dump() +
@@ -260,7 +261,9 @@ Status CopyRecords(const std::vector<Part>& parts, DatasetWriter& writer) {
     // ForEach streams each file with large sequential reads (checksums verified), rather than
     // faulting a mapping in page by page.
     const Status copied = part.reader->ForEach([&](const RecordView& record) {
-      return writer.Add({record.key, record.label, record.bytes, InfoOf(record)});
+      RecordInput input{record.key, record.label, record.bytes, InfoOf(record)};
+      input.fields = record.fields;
+      return writer.Add(input);
     });
     if (!copied.ok()) return copied.WithContext("merging " + part.path.string());
   }
@@ -301,6 +304,7 @@ Result<MergeStats> MergeParts(const std::vector<fs::path>& paths, const fs::path
   PACKREC_ASSIGN_OR_RETURN(WriterOptions writer_options,
                            WriterOptionsOf(parts.front().options, first.format));
   writer_options.overwrite = options.overwrite;
+  writer_options.fields = first.fields;
   PACKREC_ASSIGN_OR_RETURN(DatasetMetadata metadata, MergedMetadata(parts, writer_options));
 
   // In place (the parts directory is also the output): written beside it first, moved in once

@@ -117,12 +117,23 @@ Prepared PrepareItem(const SourceItem& item, const ConvertOptions& options,
   return prepared;
 }
 
+// A container record's field values, moved into `prepared` (the writer checks them).
+void TakeFields(SourceRecord& record, Prepared& prepared) {
+  for (std::size_t field = 0; field < record.fields.size(); ++field) {
+    if (!record.fields[field]) continue;
+    prepared.input_bytes += record.fields[field]->size();
+    prepared.field_values.emplace_back(field, std::move(*record.fields[field]));
+  }
+}
+
 Prepared PrepareSourceRecord(SourceRecord& record, const ConvertOptions& options) {
   if (const std::string why = KeyRejection(record.key); !why.empty()) {
     return Rejected(why, record.bytes.size());
   }
   if (record.image.encoding != Encoding::kRawRgb) {
-    return PrepareBytes(std::move(record.bytes), options);
+    Prepared prepared = PrepareBytes(std::move(record.bytes), options);
+    if (prepared.status.ok()) TakeFields(record, prepared);
+    return prepared;
   }
   Prepared prepared;
   prepared.input_bytes = record.bytes.size();
@@ -134,6 +145,7 @@ Prepared PrepareSourceRecord(SourceRecord& record, const ConvertOptions& options
   }
   prepared.bytes = std::move(record.bytes);
   prepared.image = record.image;
+  TakeFields(record, prepared);
   return prepared;
 }
 

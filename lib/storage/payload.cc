@@ -126,15 +126,7 @@ Status ValidateCommonWriterOptions(const WriterOptions& options, FormatOwnedOpti
                                    std::to_string(ZSTD_maxCLevel()) + ", got " +
                                    std::to_string(options.compression_level));
   }
-  if (!options.fields.empty()) {
-    if (!owned.fields) {
-      return Status::NotSupported(
-          "the " + options.format + " format does not store record fields (the input has " +
-          std::to_string(options.fields.size()) + "); write a shard dataset to keep them");
-    }
-    PACKREC_RETURN_IF_ERROR(ValidateSchema(options.fields));
-  }
-  return Status::OK();
+  return ValidateSchema(options.fields);
 }
 
 Status CheckRecordFields(const WriterOptions& options, const RecordInput& record,

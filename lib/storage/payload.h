@@ -40,7 +40,6 @@ std::uint64_t StoredChecksum(const RecordInput& record, std::span<const std::byt
 struct FormatOwnedOptions {
   bool pixel_layout = false;        // hdf5_layout kPixels, pixel_height, pixel_width
   bool caffe_datum_values = false;  // lmdb_values kCaffeDatum
-  bool fields = false;              // a non-empty WriterOptions::fields schema
 };
 
 // Checks the options every writer shares (compression level), naming the flag, and refuses the

@@ -76,6 +76,12 @@ inline void CheckSameRecords(const Reader& a, const Reader& b) {
     REQUIRE(ra->key == rb->key);
     REQUIRE(ra->label == rb->label);
     REQUIRE(std::equal(ra->bytes.begin(), ra->bytes.end(), rb->bytes.begin(), rb->bytes.end()));
+    REQUIRE(ra->fields.size() == rb->fields.size());
+    for (std::size_t f = 0; f < ra->fields.size(); ++f) {
+      REQUIRE(ra->fields[f].present == rb->fields[f].present);
+      REQUIRE(std::equal(ra->fields[f].bytes.begin(), ra->fields[f].bytes.end(),
+                         rb->fields[f].bytes.begin(), rb->fields[f].bytes.end()));
+    }
   }
 }
 

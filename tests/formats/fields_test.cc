@@ -1,0 +1,282 @@
+// Records that carry fields beside the image: the schema, the shard format's version 2, the
+// values' checks at Add, projection, and damage named by record and field.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "packrec/reader.h"
+#include "packrec/writer.h"
+#include "shard/shard_layout.h"
+#include "shard_test_util.h"
+#include "storage/field_block.h"
+
+namespace packrec {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<FieldSpec> DetectionSchema() {
+  return {{"caption", FieldType::kText, "txt", {}},
+          {"meta", FieldType::kJson, "json", {}},
+          {"mask", FieldType::kBytes, "mask.png", {}},
+          {"boxes", FieldType::kFloat32, "", {4}},
+          {"labels", FieldType::kInt64, "", {}}};
+}
+
+template <typename T>
+std::vector<std::byte> Numbers(std::vector<T> values) {
+  std::vector<std::byte> bytes(values.size() * sizeof(T));
+  std::memcpy(bytes.data(), values.data(), bytes.size());  // little-endian hosts only (x86, arm)
+  return bytes;
+}
+
+std::vector<std::byte> Text(const std::string& text) {
+  const auto* begin = reinterpret_cast<const std::byte*>(text.data());
+  return {begin, begin + text.size()};
+}
+
+// Record i: every field, except that odd records lack the mask and record 2 has no boxes.
+struct FieldRecord {
+  std::vector<std::vector<std::byte>> values;
+  std::vector<FieldView> views;
+};
+
+FieldRecord MakeFieldRecord(std::size_t i) {
+  FieldRecord record;
+  const auto n = static_cast<float>(i);
+  record.values = {Text("a photo, number " + std::to_string(i) + " \xc3\xa9t\xc3\xa9\n"),
+                   Text("{\"i\": " + std::to_string(i) + ", \"tags\": [\"x\"]}"),
+                   test::MakePng(8, 8 + static_cast<std::uint32_t>(i), i),
+                   Numbers<float>({n, 1, 2, 3, 10, 11, 12, 13 + n}),
+                   Numbers<std::int64_t>({static_cast<std::int64_t>(i), -1})};
+  for (std::size_t f = 0; f < record.values.size(); ++f) {
+    const bool present = !(f == 2 && i % 2 == 1) && !(f == 3 && i == 2);
+    record.views.push_back({present, present ? std::span<const std::byte>(record.values[f])
+                                             : std::span<const std::byte>()});
+  }
+  return record;
+}
+
+void WriteFieldDataset(const fs::path& dir, std::size_t count, WriterOptions options = {}) {
+  options.fields = DetectionSchema();
+  auto writer = CreateDatasetWriter(dir, options);
+  REQUIRE_MESSAGE(writer.ok(), writer.status().ToString());
+  const std::vector<test::TestRecord> images = test::MakeRecords(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const FieldRecord fields = MakeFieldRecord(i);
+    RecordInput input{images[i].key, images[i].label, images[i].bytes,
+                      *ProbeImage(images[i].bytes)};
+    input.fields = fields.views;
+    const Status added = (*writer)->Add(input);
+    REQUIRE_MESSAGE(added.ok(), added.ToString());
+  }
+  REQUIRE((*writer)->Finish({}).ok());
+}
+
+bool SameBytes(std::span<const std::byte> a, std::span<const std::byte> b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end());
+}
+
+void CheckFieldRecords(const Reader& reader, std::size_t count) {
+  REQUIRE(reader.info().fields == DetectionSchema());
+  ReadScratch scratch;
+  for (std::size_t i = 0; i < count; ++i) {
+    const FieldRecord expected = MakeFieldRecord(i);
+    auto view = reader.Read(i, scratch);
+    REQUIRE_MESSAGE(view.ok(), view.status().ToString());
+    REQUIRE(view->fields.size() == expected.views.size());
+    for (std::size_t f = 0; f < expected.views.size(); ++f) {
+      CHECK(view->fields[f].present == expected.views[f].present);
+      CHECK(SameBytes(view->fields[f].bytes, expected.views[f].bytes));
+    }
+  }
+}
+
+TEST_CASE("a shard dataset keeps every field of every record, absent ones absent") {
+  test::TempDir dir;
+  WriteFieldDataset(dir / "ds", 7);
+  auto reader = OpenDataset(dir / "ds");
+  REQUIRE(reader.ok());
+  CHECK((*reader)->info().format_version == 2);
+  CheckFieldRecords(**reader, 7);
+  // Numeric values are 8-byte aligned, so they can be viewed as int64 / float in place.
+  ReadScratch scratch;
+  auto boxes = (*reader)->ReadField(1, 3, scratch);
+  REQUIRE(boxes.ok());
+  CHECK(reinterpret_cast<std::uintptr_t>(boxes->bytes.data()) % 8 == 0);
+  float second_box_last = 0;
+  std::memcpy(&second_box_last, boxes->bytes.data() + 7 * sizeof(float), sizeof(float));
+  CHECK(second_box_last == 14.0f);
+  CHECK_FALSE((*reader)->ReadField(2, 3, scratch)->present);
+  CHECK((*reader)->ReadField(0, 5, scratch).status().code() == StatusCode::kOutOfRange);
+  // Compressed images and a shard per record or two do not change the fields.
+  WriterOptions small;
+  small.shard_size_bytes = 4096;
+  small.compression = Compression::kZstd;
+  WriteFieldDataset(dir / "small", 7, small);
+  auto split = OpenDataset(dir / "small");
+  REQUIRE(split.ok());
+  CHECK((*split)->info().files.size() > 1);
+  CheckFieldRecords(**split, 7);
+  // ForEach streams the same values.
+  std::size_t seen = 0;
+  REQUIRE((*split)
+              ->ForEach([&](const RecordView& view) {
+                const FieldRecord expected = MakeFieldRecord(view.index);
+                CHECK(SameBytes(view.fields[1].bytes, expected.views[1].bytes));
+                ++seen;
+                return Status::OK();
+              })
+              .ok());
+  CHECK(seen == 7);
+}
+
+TEST_CASE("a dataset without fields is still written as shard version 1, byte for byte") {
+  test::TempDir dir;
+  test::WriteDataset(dir / "plain", test::MakeRecords(3));
+  auto reader = OpenDataset(dir / "plain");
+  REQUIRE(reader.ok());
+  CHECK((*reader)->info().format_version == 1);
+  CHECK((*reader)->info().fields.empty());
+  const std::vector<std::byte> manifest_bytes = test::ReadBytes(dir / "plain" / "manifest.json");
+  const std::string manifest(reinterpret_cast<const char*>(manifest_bytes.data()),
+                             manifest_bytes.size());
+  CHECK(manifest.find("\"fields\"") == std::string::npos);
+  ReadScratch scratch;
+  CHECK((*reader)->Read(0, scratch)->fields.empty());
+}
+
+TEST_CASE("the labels of every record are read from the index, not the images") {
+  test::TempDir dir;
+  WriteFieldDataset(dir / "ds", 9);
+  auto reader = OpenDataset(dir / "ds");
+  REQUIRE(reader.ok());
+  auto labels = (*reader)->ReadLabels();
+  REQUIRE(labels.ok());
+  REQUIRE(labels->size() == 9);
+  for (std::size_t i = 0; i < 9; ++i) CHECK((*labels)[i] == i % 3);
+  // Record 4's image zeroed: its label and fields still read, its image fails its checksum.
+  ReadScratch scratch;
+  auto location = (*reader)->Locate(4);
+  REQUIRE(location.ok());
+  std::vector<std::byte> bytes = test::ReadBytes(location->file);
+  std::fill_n(bytes.begin() + static_cast<std::ptrdiff_t>(location->offset), location->stored_size,
+              std::byte{0});
+  test::WriteBytes(location->file, bytes);
+  auto damaged = OpenDataset(dir / "ds");
+  REQUIRE(damaged.ok());
+  CHECK((*damaged)->ReadLabels().ok());
+  auto caption = (*damaged)->ReadField(4, 0, scratch);
+  REQUIRE(caption.ok());
+  CHECK(SameBytes(caption->bytes, MakeFieldRecord(4).views[0].bytes));
+  CHECK((*damaged)->Read(4, scratch).status().code() == StatusCode::kCorruption);
+}
+
+TEST_CASE("values that do not match their field are refused at Add, naming record and field") {
+  test::TempDir dir;
+  WriterOptions options;
+  options.fields = DetectionSchema();
+  auto writer = CreateDatasetWriter(dir / "ds", options);
+  REQUIRE(writer.ok());
+  const std::vector<test::TestRecord> images = test::MakeRecords(1);
+  const auto add_with = [&](std::size_t field, std::vector<std::byte> value) {
+    FieldRecord fields = MakeFieldRecord(0);
+    fields.values[field] = std::move(value);
+    fields.views[field] = {true, fields.values[field]};
+    RecordInput input{images[0].key, 0, images[0].bytes, *ProbeImage(images[0].bytes)};
+    input.fields = fields.views;
+    return (*writer)->Add(input);
+  };
+  const Status text = add_with(0, {std::byte{0xc3}, std::byte{0x28}});
+  CHECK(text.code() == StatusCode::kInvalidArgument);
+  CHECK(text.message().find("field 'caption'") != std::string::npos);
+  CHECK(text.message().find("UTF-8") != std::string::npos);
+  const Status json = add_with(1, Text("{\"unterminated\": "));
+  CHECK(json.message().find("field 'meta'") != std::string::npos);
+  CHECK(json.message().find("JSON") != std::string::npos);
+  const Status boxes = add_with(3, Numbers<float>({1, 2, 3}));
+  CHECK(boxes.message().find("field 'boxes'") != std::string::npos);
+  CHECK(boxes.message().find("N x 4") != std::string::npos);
+  CHECK(add_with(4, Text("1234567")).code() == StatusCode::kInvalidArgument);
+  CHECK(add_with(1, Text("[1, 2]")).ok());
+  CHECK((*writer)->records_written() == 1);
+}
+
+TEST_CASE("a schema is checked: names unique and not the record's own, shapes on numbers only") {
+  test::TempDir dir;
+  const auto refused = [&](std::vector<FieldSpec> fields) {
+    WriterOptions options;
+    options.fields = std::move(fields);
+    return CreateDatasetWriter(dir / "ds", options).status();
+  };
+  CHECK(refused({{"a", FieldType::kText, "", {}}, {"a", FieldType::kJson, "", {}}})
+            .message()
+            .find("appears twice") != std::string::npos);
+  CHECK(refused({{"label", FieldType::kInt64, "", {}}}).code() == StatusCode::kInvalidArgument);
+  CHECK(refused({{"", FieldType::kText, "", {}}}).code() == StatusCode::kInvalidArgument);
+  CHECK(refused({{"a/b", FieldType::kText, "", {}}}).code() == StatusCode::kInvalidArgument);
+  CHECK(refused({{"t", FieldType::kText, "", {4}}}).code() == StatusCode::kInvalidArgument);
+  CHECK(refused({{"n", FieldType::kInt64, "", {0}}}).code() == StatusCode::kInvalidArgument);
+  CHECK(refused({{"s", FieldType::kBytes, "../x", {}}}).code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("formats that do not store fields yet refuse a schema instead of dropping it") {
+  test::TempDir dir;
+  for (const std::string format : {"lmdb", "hdf5", "wds", "tfrecord", "recordio"}) {
+    WriterOptions options;
+    options.format = format;
+    options.fields = DetectionSchema();
+    const Status status = CreateDatasetWriter(dir / format, options).status();
+    CAPTURE(format);
+    CHECK(status.code() == StatusCode::kNotSupported);
+    CHECK(status.message().find("fields") != std::string::npos);
+  }
+}
+
+TEST_CASE("a flipped bit in any field's bytes is found and named by record and field") {
+  test::TempDir dir;
+  WriteFieldDataset(dir / "ds", 4);
+  const fs::path shard = dir / "ds" / "shard-000000.pkr";
+  const std::vector<std::byte> original = test::ReadBytes(shard);
+  for (std::size_t field = 0; field < DetectionSchema().size(); ++field) {
+    CAPTURE(field);
+    test::WriteBytes(shard, original);
+    std::uint64_t offset = 0;
+    {
+      auto reader = OpenDataset(dir / "ds");
+      REQUIRE(reader.ok());
+      ReadScratch scratch;
+      auto value = (*reader)->ReadField(2, field, scratch);
+      REQUIRE(value.ok());
+      if (!value->present) continue;
+      // The value is a view into the mapping: find the same bytes in the file.
+      const auto found =
+          std::search(original.begin(), original.end(), value->bytes.begin(), value->bytes.end());
+      REQUIRE(found != original.end());
+      offset = static_cast<std::uint64_t>(found - original.begin()) + value->bytes.size() / 2;
+    }
+    test::FlipByte(shard, offset);
+    auto reader = OpenDataset(dir / "ds");
+    REQUIRE(reader.ok());
+    struct Collect : VerifyReporter {
+      std::vector<VerifyProblem> problems;
+      void Report(const VerifyProblem& problem) override { problems.push_back(problem); }
+    } collect;
+    (*reader)->Verify(collect);
+    REQUIRE(!collect.problems.empty());
+    const std::string name = DetectionSchema()[field].name;
+    const VerifyProblem& problem = collect.problems.front();
+    CHECK(problem.record_index == 2u);
+    CHECK(problem.status.message().find("field '" + name + "'") != std::string::npos);
+    ReadScratch scratch;
+    const Status read = (*reader)->ReadField(2, field, scratch).status();
+    CHECK(read.code() == StatusCode::kCorruption);
+    CHECK(read.message().find("field '" + name + "'") != std::string::npos);
+    CHECK((*reader)->Read(2, scratch).status().code() == StatusCode::kCorruption);
+  }
+}
+
+}  // namespace
+}  // namespace packrec
