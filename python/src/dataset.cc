@@ -1,5 +1,8 @@
 // packrec.open: a Reader as a Python sequence of (bytes, label, key).
+#include <pybind11/numpy.h>
 #include <pybind11/stl.h>
+
+#include <cstring>
 
 #include <mutex>
 #include <string>
@@ -19,6 +22,47 @@ py::str KeyToStr(std::string_view key) {
       PyUnicode_DecodeUTF8(key.data(), static_cast<Py_ssize_t>(key.size()), "surrogateescape");
   if (text == nullptr) throw py::error_already_set();
   return py::reinterpret_steal<py::str>(text);
+}
+
+// A field's value as Python has it: str (text), the parsed object or str (json), bytes, a numpy
+// array of shape (N, *inner_shape) (numbers); None when the record lacks it.
+py::object FieldToPython(const FieldSpec& spec, const FieldView& value, bool parse_json) {
+  if (!value.present) return py::none();
+  const auto* data = reinterpret_cast<const char*>(value.bytes.data());
+  const std::size_t size = value.bytes.size();
+  switch (spec.type) {
+    case FieldType::kText:
+      return py::str(data, size);
+    case FieldType::kJson: {
+      py::str text(data, size);
+      return parse_json ? py::module_::import("json").attr("loads")(text) : py::object(text);
+    }
+    case FieldType::kBytes:
+      return py::bytes(data, size);
+    case FieldType::kInt64:
+    case FieldType::kFloat32: {
+      const std::size_t item = spec.type == FieldType::kInt64 ? 8 : 4;
+      std::size_t inner = 1;
+      for (const std::uint32_t extent : spec.inner_shape) inner *= extent;
+      std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(size / item / inner)};
+      for (const std::uint32_t extent : spec.inner_shape) shape.push_back(extent);
+      py::array array = spec.type == FieldType::kInt64
+                            ? py::array(py::dtype::of<std::int64_t>(), shape)
+                            : py::array(py::dtype::of<float>(), shape);
+      if (size > 0) std::memcpy(array.mutable_data(), data, size);  // stored little-endian
+      return array;
+    }
+  }
+  return py::none();
+}
+
+py::dict FieldSpecToPython(const FieldSpec& spec) {
+  py::dict out;
+  out["name"] = spec.name;
+  out["type"] = std::string(FieldTypeName(spec.type));
+  out["suffix"] = spec.suffix;
+  out["shape"] = spec.inner_shape;
+  return out;
 }
 
 class Dataset {
@@ -44,6 +88,68 @@ class Dataset {
     std::uint64_t at = Resolve(index);
     Record record = ReadCopy(at);
     return py::make_tuple(Bytes(record.bytes), record.label, KeyToStr(record.key));
+  }
+
+  // Record `index` whole: image bytes, label, key and every field, by name.
+  py::dict Sample(std::int64_t index) const {
+    const std::uint64_t at = Resolve(index);
+    ReadScratch scratch;
+    Result<RecordView> view = [&] {
+      ReleasedGil release;
+      return reader_->Read(at, scratch);
+    }();
+    if (!view.ok()) ThrowStatus(view.status().WithContext(path_));
+    py::dict out;
+    out["image"] = py::bytes(reinterpret_cast<const char*>(view->bytes.data()), view->bytes.size());
+    out["label"] = view->label;
+    out["key"] = KeyToStr(view->key);
+    const std::vector<FieldSpec>& fields = reader_->info().fields;
+    for (std::size_t f = 0; f < fields.size(); ++f) {
+      const FieldView value = f < view->fields.size() ? view->fields[f] : FieldView{};
+      out[py::str(fields[f].name)] = FieldToPython(fields[f], value, /*parse_json=*/true);
+    }
+    return out;
+  }
+
+  // Every record's label, from the index where the format keeps one (no image bytes read).
+  py::array_t<std::int64_t> Labels() const {
+    Result<std::vector<std::uint32_t>> labels = [&] {
+      ReleasedGil release;
+      return reader_->ReadLabels();
+    }();
+    if (!labels.ok()) ThrowStatus(labels.status().WithContext(path_));
+    py::array_t<std::int64_t> out(static_cast<py::ssize_t>(labels->size()));
+    std::int64_t* data = out.mutable_data();
+    for (std::size_t i = 0; i < labels->size(); ++i) data[i] = (*labels)[i];
+    return out;
+  }
+
+  // One field of every record (projection: no image bytes read on shard datasets): a list with
+  // one value per record, None where a record lacks it; JSON as text (json.loads it as needed).
+  py::list Field(const std::string& name) const {
+    const std::vector<FieldSpec>& fields = reader_->info().fields;
+    std::size_t field = 0;
+    while (field < fields.size() && fields[field].name != name) ++field;
+    if (field == fields.size()) {
+      std::string known;
+      for (const FieldSpec& spec : fields) known += (known.empty() ? "" : ", ") + spec.name;
+      throw py::key_error("no field '" + name + "' in " + path_ +
+                          " (its fields: " + (known.empty() ? std::string("none") : known) + ")");
+    }
+    py::list out;
+    ReadScratch scratch;
+    for (std::uint64_t i = 0; i < reader_->size(); ++i) {
+      Result<FieldView> value = reader_->ReadField(i, field, scratch);
+      if (!value.ok()) ThrowStatus(value.status().WithContext(path_));
+      out.append(FieldToPython(fields[field], *value, /*parse_json=*/false));
+    }
+    return out;
+  }
+
+  py::list Fields() const {
+    py::list out;
+    for (const FieldSpec& spec : reader_->info().fields) out.append(FieldSpecToPython(spec));
+    return out;
   }
 
   // Everything a reader knows of record `index`, without decoding it.
@@ -87,6 +193,7 @@ class Dataset {
     out["files"] = files;
     out["options"] = py::module_::import("json").attr("loads")(info.options_json);
     out["created_by"] = info.created_by;
+    out["fields"] = Fields();
     return out;
   }
 
@@ -197,6 +304,18 @@ void BindDataset(py::module_& module) {
       .def("__len__", &Dataset::size)
       .def("__getitem__", &Dataset::Get, py::arg("index"),
            "(encoded image bytes, label, key) of record `index`")
+      .def("sample", &Dataset::Sample, py::arg("index"),
+           "Record `index` whole, as a dict: image (bytes), label, key and each field by name "
+           "(text: str, json: parsed, bytes: bytes, numbers: numpy array of shape (N, *shape); "
+           "None where the record lacks it)")
+      .def("field", &Dataset::Field, py::arg("name"),
+           "Field `name` of every record, as a list (None where absent; json as text), read "
+           "without touching image bytes on shard datasets")
+      .def_property_readonly("labels", &Dataset::Labels,
+                             "Every record's label as an int64 numpy array, read from the index "
+                             "(no image bytes) on shard datasets")
+      .def_property_readonly("fields", &Dataset::Fields,
+                             "The schema: one dict (name, type, suffix, shape) per field")
       .def("record", &Dataset::Describe, py::arg("index"),
            "Record `index`'s key, label, stored size, width, height, channels and encoding")
       .def("info", &Dataset::Info, "The manifest: format, classes, files, convert options, ...")
