@@ -3,6 +3,7 @@
 // enabled, one checksum of the record.
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <string>
 #include <vector>
@@ -59,7 +60,9 @@ std::string RecordWhere(const Shard& shard, std::uint64_t index, std::string_vie
 }
 
 // Checks everything about a shard that does not need the records' bytes. `field_count`: the
-// manifest's schema.
+// manifest's schema. Header, footer and index are read with pread, not through the mapping: a
+// page fault there reads around the faulting page (read_ahead_kb, 8 MiB on some disks), which
+// pulled megabytes of image bytes into memory at every open; pread reads what it is asked for.
 Status ValidateShard(Shard& shard, std::size_t field_count) {
   const std::string name = shard.path.string();
   const std::uint64_t size = shard.map.size();
@@ -76,9 +79,12 @@ Status ValidateShard(Shard& shard, std::size_t field_count) {
     return Status::Corruption(name + ": " + std::to_string(size) +
                               " bytes is too small for a shard");
   }
-  const std::span<const std::byte> bytes = shard.map.bytes();
+  PACKREC_ASSIGN_OR_RETURN(const std::unique_ptr<RandomAccessFile> file,
+                           RandomAccessFile::Open(shard.path));
+  std::array<std::byte, kHeaderSize> header_bytes{};
+  PACKREC_RETURN_IF_ERROR(file->ReadExact(0, header_bytes));
   Header header;
-  switch (DecodeHeader(bytes.first<kHeaderSize>(), &header)) {
+  switch (DecodeHeader(header_bytes, &header)) {
     case DecodeError::kBadMagic:
       return Status::Corruption(name + ": not a packrec shard (bad magic at byte offset 0)");
     case DecodeError::kBadChecksum:
@@ -107,7 +113,9 @@ Status ValidateShard(Shard& shard, std::size_t field_count) {
                               std::to_string(shard.meta.first_record));
   }
   const std::uint64_t footer_offset = size - kFooterSize;
-  switch (DecodeFooter(bytes.subspan(footer_offset).first<kFooterSize>(), &shard.footer)) {
+  std::array<std::byte, kFooterSize> footer_bytes{};
+  PACKREC_RETURN_IF_ERROR(file->ReadExact(footer_offset, footer_bytes));
+  switch (DecodeFooter(footer_bytes, &shard.footer)) {
     case DecodeError::kBadMagic:
       return Status::Corruption(name + ": footer magic missing at byte offset " +
                                 std::to_string(footer_offset + 56));
@@ -137,9 +145,8 @@ Status ValidateShard(Shard& shard, std::size_t field_count) {
   if (!index_fits || !keys_fit) {
     return Status::Corruption(name + ": footer locates the key table or index outside the file");
   }
-  const std::span<const std::byte> metadata =
-      bytes.subspan(footer.keys_offset, footer_offset - footer.keys_offset);
-  shard.metadata.assign(metadata.begin(), metadata.end());
+  shard.metadata.resize(footer_offset - footer.keys_offset);
+  PACKREC_RETURN_IF_ERROR(file->ReadExact(footer.keys_offset, shard.metadata));
   const std::uint64_t computed = Xxh64(shard.metadata);
   if (computed != footer.metadata_xxh64) {
     return Status::Corruption(name + ": index checksum mismatch (bytes " +
