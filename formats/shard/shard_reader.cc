@@ -220,8 +220,9 @@ class ShardReader final : public Reader {
     labels.reserve(info_.record_count);
     for (const Shard& shard : shards_) {
       if (!shard.damage.ok()) return shard.damage;
+      // The label alone (bytes 32-35 of each entry, checked at open), not a whole entry decoded.
       for (std::uint64_t local = 0; local < shard.meta.record_count; ++local) {
-        labels.push_back(shard.Entry(local).label);
+        labels.push_back(LoadLE<std::uint32_t>(&shard.EntryBytes(local)[32]));
       }
     }
     return labels;
