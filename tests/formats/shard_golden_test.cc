@@ -1,9 +1,10 @@
-// Pins the shard format's bytes. tests/golden/shard-v1/ was written by this test with
-// PACKREC_UPDATE_GOLDEN=1; any change to it is a format change: bump the version and update
-// docs/formats/shard.md in the same commit.
+// Pins the shard format's bytes. tests/golden/shard-v1/ (no fields) and shard-v2/ (the same
+// records with four fields) were written by this test with PACKREC_UPDATE_GOLDEN=1; any change to
+// it is a format change: bump the version and update docs/formats/shard.md in the same commit.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
+#include <cstring>
 
 #include "shard_test_util.h"
 
@@ -23,8 +24,34 @@ std::vector<test::TestRecord> GoldenRecords() {
   return records;
 }
 
-void WriteGolden(const fs::path& dir) {
+std::vector<FieldSpec> GoldenSchema() {
+  return {{"caption", FieldType::kText, "txt", {}},
+          {"meta", FieldType::kJson, "json", {}},
+          {"boxes", FieldType::kFloat32, "", {4}},
+          {"ids", FieldType::kInt64, "", {}}};
+}
+
+// Record i's field values: every field, except that record 1 has no boxes.
+std::vector<std::vector<std::byte>> GoldenFieldValues(std::uint32_t i) {
+  const auto bytes_of = [](const std::string& text) {
+    const auto* begin = reinterpret_cast<const std::byte*>(text.data());
+    return std::vector<std::byte>(begin, begin + text.size());
+  };
+  std::vector<std::byte> boxes(8 * sizeof(float));
+  for (std::size_t k = 0; k < 8; ++k) {
+    const float value = static_cast<float>(i * 10 + k) + 0.5f;
+    std::memcpy(boxes.data() + k * sizeof(float), &value, sizeof value);  // little-endian hosts
+  }
+  std::vector<std::byte> ids(2 * sizeof(std::int64_t));
+  const std::int64_t pair[2] = {static_cast<std::int64_t>(i), -static_cast<std::int64_t>(i) - 1};
+  std::memcpy(ids.data(), pair, sizeof pair);
+  return {bytes_of("caption " + std::to_string(i)), bytes_of("{\"i\":" + std::to_string(i) + "}"),
+          i == 1 ? std::vector<std::byte>{} : boxes, ids};
+}
+
+void WriteGolden(const fs::path& dir, bool with_fields) {
   WriterOptions options;
+  if (with_fields) options.fields = GoldenSchema();
   options.shard_size_bytes = 4096;  // the minimum: with align 64 the five records need 2 shards
   options.shard.align_bytes = 64;
   auto writer = CreateDatasetWriter(dir, options);
@@ -38,7 +65,14 @@ void WriteGolden(const fs::path& dir) {
     image.channels = 3;
     image.subsampling = Subsampling::k420;
     image.progressive = i == 3;
-    REQUIRE((*writer)->Add({record.key, record.label, record.bytes, image}).ok());
+    RecordInput input{record.key, record.label, record.bytes, image};
+    const std::vector<std::vector<std::byte>> values = GoldenFieldValues(i);
+    std::vector<FieldView> views;
+    for (std::size_t f = 0; f < values.size(); ++f) {
+      views.push_back({!(f == 2 && i == 1), values[f]});
+    }
+    if (with_fields) input.fields = views;
+    REQUIRE((*writer)->Add(input).ok());
     ++i;
   }
   DatasetMetadata metadata;
@@ -49,46 +83,63 @@ void WriteGolden(const fs::path& dir) {
   REQUIRE((*writer)->Finish(metadata).ok());
 }
 
-const fs::path kGoldenDir = fs::path(PACKREC_GOLDEN_DIR) / "shard-v1";
+fs::path GoldenDir(bool with_fields) {
+  return fs::path(PACKREC_GOLDEN_DIR) / (with_fields ? "shard-v2" : "shard-v1");
+}
 
 TEST_CASE("golden: today's writer produces the pinned shard bytes") {
-  if (std::getenv("PACKREC_UPDATE_GOLDEN") != nullptr) {
-    fs::remove_all(kGoldenDir);
-    WriteGolden(kGoldenDir);
-  }
-  test::TempDir dir;
-  WriteGolden(dir / "ds");
-  const auto fresh = test::SnapshotTree(dir / "ds");
-  const auto pinned = test::SnapshotTree(kGoldenDir);
-  REQUIRE(fresh.size() == pinned.size());
-  for (std::size_t i = 0; i < fresh.size(); ++i) {
-    CAPTURE(fresh[i].first);
-    CHECK(fresh[i].first == pinned[i].first);
-    if (fresh[i].first == "manifest.json") continue;  // carries the packrec version; see below
-    CHECK(fresh[i].second == pinned[i].second);
+  for (const bool with_fields : {false, true}) {
+    CAPTURE(with_fields);
+    const fs::path golden = GoldenDir(with_fields);
+    if (std::getenv("PACKREC_UPDATE_GOLDEN") != nullptr) {
+      fs::remove_all(golden);
+      WriteGolden(golden, with_fields);
+    }
+    test::TempDir dir;
+    WriteGolden(dir / "ds", with_fields);
+    const auto fresh = test::SnapshotTree(dir / "ds");
+    const auto pinned = test::SnapshotTree(golden);
+    REQUIRE(fresh.size() == pinned.size());
+    for (std::size_t i = 0; i < fresh.size(); ++i) {
+      CAPTURE(fresh[i].first);
+      CHECK(fresh[i].first == pinned[i].first);
+      if (fresh[i].first == "manifest.json") continue;  // carries the packrec version; see below
+      CHECK(fresh[i].second == pinned[i].second);
+    }
   }
 }
 
-TEST_CASE("golden: the pinned dataset reads back with today's reader") {
-  auto reader = OpenDataset(kGoldenDir);
-  REQUIRE_MESSAGE(reader.ok(), reader.status().ToString());
-  const auto records = GoldenRecords();
-  REQUIRE((*reader)->size() == records.size());
-  CHECK((*reader)->info().files.size() == 2);
-  CHECK((*reader)->info().classes == std::vector<std::string>{"cls0", "cls1"});
-  CHECK((*reader)->info().listing_hash == "00112233445566ff");
-  ReadScratch scratch;
-  for (std::size_t i = 0; i < records.size(); ++i) {
-    auto view = (*reader)->Read(i, scratch);
-    REQUIRE(view.ok());
-    CHECK(view->key == records[i].key);
-    CHECK(view->label == records[i].label);
-    CHECK(test::Copy(view->bytes) == records[i].bytes);
-    CHECK(view->width == 640 + i);
-    CHECK(view->height == 480 + i);
+TEST_CASE("golden: the pinned datasets read back with today's reader") {
+  for (const bool with_fields : {false, true}) {
+    CAPTURE(with_fields);
+    auto reader = OpenDataset(GoldenDir(with_fields));
+    REQUIRE_MESSAGE(reader.ok(), reader.status().ToString());
+    const auto records = GoldenRecords();
+    REQUIRE((*reader)->size() == records.size());
+    CHECK((*reader)->info().format_version == (with_fields ? 2u : 1u));
+    CHECK((*reader)->info().files.size() == (with_fields ? 3u : 2u));
+    CHECK((*reader)->info().classes == std::vector<std::string>{"cls0", "cls1"});
+    CHECK((*reader)->info().listing_hash == "00112233445566ff");
+    CHECK((*reader)->info().fields == (with_fields ? GoldenSchema() : std::vector<FieldSpec>{}));
+    ReadScratch scratch;
+    for (std::uint32_t i = 0; i < records.size(); ++i) {
+      auto view = (*reader)->Read(i, scratch);
+      REQUIRE(view.ok());
+      CHECK(view->key == records[i].key);
+      CHECK(view->label == records[i].label);
+      CHECK(test::Copy(view->bytes) == records[i].bytes);
+      CHECK(view->width == 640 + i);
+      CHECK(view->height == 480 + i);
+      REQUIRE(view->fields.size() == (with_fields ? 4u : 0u));
+      const std::vector<std::vector<std::byte>> values = GoldenFieldValues(i);
+      for (std::size_t f = 0; f < view->fields.size(); ++f) {
+        CHECK(view->fields[f].present == !(f == 2 && i == 1));
+        if (view->fields[f].present) CHECK(test::Copy(view->fields[f].bytes) == values[f]);
+      }
+    }
+    test::CollectingReporter reporter;
+    CHECK((*reader)->Verify(reporter).problems == 0);
   }
-  test::CollectingReporter reporter;
-  CHECK((*reader)->Verify(reporter).problems == 0);
 }
 
 }  // namespace
