@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "packrec/status.h"
@@ -24,6 +25,8 @@ struct SourceItem {
   std::string key;             // relative path stored with the record ('/' separated)
   std::uint32_t label = 0;
   std::vector<SideFile> side_files = {};  // sorted by field; at most one per field
+  // Values given inline (a metadata.jsonl row): (field index, value bytes as stored), by field.
+  std::vector<std::pair<std::size_t, std::vector<std::byte>>> field_values = {};
 };
 
 struct SourceListing {

@@ -1,5 +1,7 @@
 #include "packrec/dataset_ops.h"
 
+#include <algorithm>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <system_error>
 #include <unordered_map>
@@ -52,6 +54,8 @@ VerifyStats VerifyDataset(const Reader& reader, const VerifyOptions& options,
 
 namespace {
 
+constexpr char kMetadataTable[] = "metadata.jsonl";
+
 // The files extract writes for a record: the image (decoded pixels as .ppm), then one side file
 // per present field, <key without its extension>.<suffix>, as the image folder listing reads
 // them back (ListImageFolder).
@@ -62,9 +66,25 @@ std::vector<std::string> ExtractedNames(const RecordView& view,
   std::vector<std::string> names{image.generic_string()};
   const std::string stem = fs::path(std::string(view.key)).replace_extension().generic_string();
   for (std::size_t field = 0; field < view.fields.size() && field < fields.size(); ++field) {
-    if (view.fields[field].present) names.push_back(stem + "." + FieldFileSuffix(fields[field]));
+    if (view.fields[field].present && !IsTableField(fields[field])) {
+      names.push_back(stem + "." + FieldFileSuffix(fields[field]));
+    }
   }
   return names;
+}
+
+// Record `view`'s metadata.jsonl row (file_name and its table fields), or an empty string when
+// it has none: what the image folder listing reads back (ingest/metadata_table.h).
+std::string MetadataRow(const RecordView& view, const std::vector<FieldSpec>& fields) {
+  nlohmann::json row = nlohmann::json::object();
+  for (std::size_t field = 0; field < view.fields.size() && field < fields.size(); ++field) {
+    if (view.fields[field].present && IsTableField(fields[field])) {
+      row[fields[field].name] = FieldValueToJson(fields[field], view.fields[field].bytes);
+    }
+  }
+  if (row.empty()) return "";
+  row["file_name"] = std::string(view.key);
+  return row.dump() + "\n";
 }
 
 }  // namespace
@@ -108,6 +128,14 @@ Result<ExtractStats> ExtractDataset(const Reader& reader, const fs::path& out_di
     return Status::OK();
   });
   PACKREC_RETURN_IF_ERROR(keys_ok);
+  const bool has_table = std::any_of(reader.info().fields.begin(), reader.info().fields.end(),
+                                     [](const FieldSpec& spec) { return IsTableField(spec); });
+  if (has_table && targets.count(kMetadataTable)) {
+    return Status::InvalidArgument("record " + std::to_string(targets[kMetadataTable]) +
+                                   " is extracted to " + kMetadataTable +
+                                   ", where its fields' table goes; refusing");
+  }
+  std::string metadata;  // metadata.jsonl, one row per record with table fields
   Status status = reader.ForEach([&](const RecordView& view) -> Status {
     const std::string where =
         "record " + std::to_string(view.index) + " (key '" + PrintableKey(view.key) + "')";
@@ -131,10 +159,13 @@ Result<ExtractStats> ExtractDataset(const Reader& reader, const fs::path& out_di
     if (!written.ok()) return written.WithContext(where);
     ++stats.files_written;
     stats.bytes_written += contents.size();
-    // The fields go back beside the image as the side files they came from.
-    const std::vector<std::string> names = ExtractedNames(view, reader.info().fields);
+    // The fields go back beside the image as the side files they came from, or into
+    // metadata.jsonl.
+    const std::vector<FieldSpec>& fields = reader.info().fields;
+    metadata += MetadataRow(view, fields);
+    const std::vector<std::string> names = ExtractedNames(view, fields);
     for (std::size_t field = 0, name = 1; field < view.fields.size(); ++field) {
-      if (!view.fields[field].present) continue;
+      if (!view.fields[field].present || IsTableField(fields[field])) continue;
       const Status side = tree.Write(names[name++], view.fields[field].bytes, overwrite);
       if (!side.ok())
         return side.WithContext(where + ", field '" + reader.info().fields[field].name + "'");
@@ -144,6 +175,11 @@ Result<ExtractStats> ExtractDataset(const Reader& reader, const fs::path& out_di
     return Status::OK();
   });
   if (!status.ok()) return status;
+  if (!metadata.empty()) {
+    PACKREC_RETURN_IF_ERROR(tree.Write(kMetadataTable, AsBytes(metadata), overwrite));
+    ++stats.files_written;
+    stats.bytes_written += metadata.size();
+  }
   return stats;
 }
 

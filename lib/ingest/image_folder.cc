@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "core/keys.h"
+#include "ingest/metadata_table.h"
 #include "packrec/ingest.h"
 #include "storage/field_block.h"
 
@@ -230,6 +231,7 @@ Result<SourceListing> ListImageFolder(const fs::path& root) {
       listing.empty_classes.push_back(listing.classes[label]);
   }
   AssignFields(listing, side_suffixes);
+  PACKREC_RETURN_IF_ERROR(ApplyMetadataTable(root, listing));
   return listing;
 }
 

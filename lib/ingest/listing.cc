@@ -42,6 +42,15 @@ std::string ListingHash(const SourceListing& listing) {
       hash.Update(AsBytes(listing.fields[side.field].name));
       hash.Update(kSeparator);
     }
+    for (const auto& [field, value] : item.field_values) {
+      constexpr std::byte kValueMark[1] = {std::byte{2}};
+      hash.Update(kValueMark);
+      hash.Update(AsBytes(listing.fields[field].name));
+      hash.Update(kSeparator);
+      std::array<std::byte, 8> digest{};
+      StoreLE<std::uint64_t>(digest.data(), Xxh64(value));
+      hash.Update(digest);
+    }
   }
   return Hex64(hash.Digest());
 }

@@ -114,6 +114,9 @@ Prepared PrepareItem(const SourceItem& item, const ConvertOptions& options,
     prepared.input_stamp += InputStamp(item.key + '\0' + spec.name, side_stamp);
     prepared.field_values.emplace_back(side.field, std::move(value).value());
   }
+  // Values from a metadata table row, checked by the writer (they were typed from them).
+  prepared.field_values.insert(prepared.field_values.end(), item.field_values.begin(),
+                               item.field_values.end());
   return prepared;
 }
 

@@ -244,6 +244,46 @@ Result<std::vector<FieldSpec>> SchemaFromJson(const nlohmann::json& json, std::s
   return fields;
 }
 
+bool IsTableField(const FieldSpec& spec) {
+  return spec.suffix.empty() && spec.type != FieldType::kBytes;
+}
+
+nlohmann::json FieldValueToJson(const FieldSpec& spec, std::span<const std::byte> bytes) {
+  switch (spec.type) {
+    case FieldType::kText:
+      return std::string(AsText(bytes));
+    case FieldType::kJson:
+      return nlohmann::json::parse(AsText(bytes), nullptr, /*allow_exceptions=*/false);
+    case FieldType::kBytes:
+      break;
+    case FieldType::kInt64:
+    case FieldType::kFloat32: {
+      const std::size_t item = spec.type == FieldType::kInt64 ? 8 : 4;
+      std::size_t row = 1;
+      for (const std::uint32_t extent : spec.inner_shape) row *= extent;
+      nlohmann::json numbers = nlohmann::json::array();
+      for (std::size_t at = 0; at + item <= bytes.size(); at += item) {
+        if (spec.type == FieldType::kInt64) {
+          numbers.push_back(LoadLE<std::int64_t>(&bytes[at]));
+        } else {
+          const std::uint32_t bits = LoadLE<std::uint32_t>(&bytes[at]);
+          float value;
+          std::memcpy(&value, &bits, sizeof value);
+          numbers.push_back(value);
+        }
+      }
+      if (spec.inner_shape.empty()) return numbers;
+      nlohmann::json rows = nlohmann::json::array();
+      for (std::size_t r = 0; r + row <= numbers.size(); r += row) {
+        rows.push_back(nlohmann::json(numbers.begin() + static_cast<std::ptrdiff_t>(r),
+                                      numbers.begin() + static_cast<std::ptrdiff_t>(r + row)));
+      }
+      return rows;
+    }
+  }
+  return nullptr;
+}
+
 std::string FieldFileSuffix(const FieldSpec& spec) {
   return spec.suffix.empty() ? spec.name : spec.suffix;
 }

@@ -64,6 +64,14 @@ Result<std::vector<FieldSpec>> SchemaFromJson(const nlohmann::json& json, std::s
 // The suffix extract writes a field's values under: spec.suffix, else the field name.
 std::string FieldFileSuffix(const FieldSpec& spec);
 
+// Whether extract writes the field as a column of metadata.jsonl rather than as side files: it
+// came from a metadata table (no suffix) and JSON can hold it (not bytes).
+bool IsTableField(const FieldSpec& spec);
+
+// A value as a metadata.jsonl column holds it: text a string, json parsed, numbers a list (of
+// rows of the inner shape's first extent when it has one). Not for bytes fields.
+nlohmann::json FieldValueToJson(const FieldSpec& spec, std::span<const std::byte> bytes);
+
 }  // namespace packrec
 
 #endif  // PACKREC_LIB_STORAGE_FIELD_BLOCK_H_

@@ -20,17 +20,29 @@ import packrec
 _inherited_after_fork = []
 
 
+def _to_torch(value):
+    """A field value as a training step takes it: numpy arrays as tensors (int64 stays int64,
+    float32 float32), the rest (str, parsed JSON, bytes, None) as it is."""
+    if hasattr(value, "dtype"):
+        return torch.from_numpy(value)
+    return value
+
+
 class Dataset(torch.utils.data.Dataset):
-    """Map-style dataset: ds[i] -> (image, label), as torchvision's ImageFolder.
+    """Map-style dataset: ds[i] -> (image, target), as torchvision's ImageFolder.
 
     decode: "pil" (a PIL RGB image, for torchvision transforms), "numpy" (H x W x 3 uint8),
     "tensor" (3 x H x W uint8 tensor, as torchvision.io.decode_jpeg) or "bytes" (the encoded
     image as stored). Decoding is packrec's (libjpeg-turbo), with the GIL released.
-    transform / target_transform: applied to the image / label, as torchvision datasets do.
+    target: what comes beside the image: "label" (the class index, as ImageFolder), a field
+    name (its value: numbers as a tensor of shape (N, *shape), text as str, JSON parsed), a tuple
+    of names (a dict of them, e.g. ("boxes", "labels") for torchvision's detection models), or a
+    callable given the whole record (packrec Dataset.sample's dict) that returns the target.
+    transform / target_transform: applied to the image / target, as torchvision datasets do.
     """
 
     def __init__(self, path, transform=None, target_transform=None, decode="pil",
-                 verify_checksums=True):
+                 verify_checksums=True, target="label"):
         self.path = os.fspath(path)
         self.transform = transform
         self.target_transform = target_transform
@@ -39,11 +51,16 @@ class Dataset(torch.utils.data.Dataset):
         # Read the facts once and close: the process that reads records opens its own reader.
         probe = packrec.open(self.path, verify_checksums)
         info = probe.info()
+        self.fields = info["fields"]
+        self.target = self._check_target(target, [field["name"] for field in self.fields])
+        # ImageFolder's: every sample's class index, read from the index (no image bytes).
+        self.targets = probe.labels.tolist()
         del probe
         self._length = info["record_count"]
         self.classes = info["classes"]
         self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
         self.format = info["format"]
+        self._samples = None
         self._reader = None
         self._reader_pid = None
 
@@ -62,14 +79,46 @@ class Dataset(torch.utils.data.Dataset):
             self._reader_pid = pid
         return self._reader
 
+    @staticmethod
+    def _check_target(target, names):
+        if callable(target):
+            return target
+        wanted = [target] if isinstance(target, str) else list(target)
+        if not wanted or not all(isinstance(name, str) for name in wanted):
+            raise TypeError(f"target must be 'label', a field name, a tuple of names or a callable, not {target!r}")
+        for name in wanted:
+            if name != "label" and name not in names:
+                raise ValueError(f"target {name!r} is not a field of the dataset (its fields: "
+                                 f"{', '.join(names) if names else 'none'}; or 'label')")
+        return target if isinstance(target, str) else tuple(wanted)
+
+    @property
+    def samples(self):
+        """ImageFolder's (path, class index) of every record; the path is the dataset path joined
+        with the record's key (read once, on first use)."""
+        if self._samples is None:
+            self._samples = [(os.path.join(self.path, self.reader[i][2]), label)
+                             for i, label in enumerate(self.targets)]
+        return self._samples
+
     def __getitem__(self, index):
-        data, label, _ = self.reader[index]
+        if self.target == "label":
+            data, target, _ = self.reader[index]
+        else:
+            record = self.reader.sample(index)
+            data = record["image"]
+            if callable(self.target):
+                target = self.target(record)
+            elif isinstance(self.target, str):
+                target = _to_torch(record[self.target])
+            else:
+                target = {name: _to_torch(record[name]) for name in self.target}
         image = self._decode(data)
         if self.transform is not None:
             image = self.transform(image)
         if self.target_transform is not None:
-            label = self.target_transform(label)
-        return image, label
+            target = self.target_transform(target)
+        return image, target
 
     def key(self, index):
         """Record `index`'s key: its path relative to the source tree."""

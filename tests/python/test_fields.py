@@ -118,3 +118,110 @@ def test_an_independent_reader_of_the_documented_layout_reads_every_field(side_f
     for (key, label, values), (want_key, want_label, want_fields) in zip(records, expected):
         assert (key, label) == (want_key, want_label)
         assert dict(zip(names, values)) == want_fields
+
+
+@pytest.fixture(scope="module")
+def detection_tree(tmp_path_factory):
+    """Hugging Face imagefolder's layout: images in class folders, metadata.jsonl at the root
+    with file_name and any columns (boxes N x 4, labels, a caption, a score, a nested object)."""
+    root = tmp_path_factory.mktemp("detection") / "tree"
+    rows = []
+    for cls in ("cars", "people"):
+        os.makedirs(root / cls)
+        for i in range(3):
+            Image.new("RGB", (64, 48), (30 * i, 90, 160)).save(root / cls / f"{i}.jpg", quality=90)
+            boxes = [[4.0 + j, 4.0, 30.5 + j, 40.0] for j in range(i + 1)]
+            row = {"file_name": f"{cls}/{i}.jpg", "boxes": boxes, "labels": [1 + (j % 2) for j in range(i + 1)],
+                   "caption": f"{i + 1} objects, {cls}", "score": 0.25 * i, "meta": {"source": cls, "ok": True}}
+            if i == 1:
+                del row["caption"]  # a record may lack a field
+            rows.append(row)
+    with open(root / "metadata.jsonl", "w") as f:
+        for row in reversed(rows):  # any row order
+            f.write(json.dumps(row) + "\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def detection_dataset(detection_tree, tmp_path_factory):
+    out = tmp_path_factory.mktemp("detection-ds") / "ds"
+    packrec.convert(str(detection_tree), str(out))
+    return out
+
+
+def test_metadata_jsonl_columns_read_back_equal(detection_tree, detection_dataset):
+    # An independent reader of the JSONL: each column's value, by file name.
+    rows = {}
+    with open(detection_tree / "metadata.jsonl") as f:
+        for line in f:
+            row = json.loads(line)
+            rows[row.pop("file_name")] = row
+    ds = packrec.open(detection_dataset)
+    types = {f["name"]: (f["type"], f["shape"]) for f in ds.fields}
+    assert types == {"boxes": ("float32[]", [4]), "caption": ("text", []), "labels": ("int64[]", []),
+                     "meta": ("json", []), "score": ("float32[]", [])}
+    assert len(ds) == len(rows)
+    for i in range(len(ds)):
+        sample = ds.sample(i)
+        want = rows[sample["key"]]
+        assert sample["boxes"].tolist() == want["boxes"]
+        assert sample["labels"].tolist() == want["labels"]
+        assert sample["caption"] == want.get("caption")
+        assert sample["meta"] == want["meta"]
+        assert sample["score"].tolist() == [want["score"]]  # a number is a one-element array
+
+
+def test_metadata_rows_that_do_not_match_the_images_are_named_rejects(detection_tree, tmp_path):
+    import shutil
+
+    tree = tmp_path / "tree"
+    shutil.copytree(detection_tree, tree)
+    lines = (tree / "metadata.jsonl").read_text().splitlines()
+    lines = [line for line in lines if '"cars/0.jpg"' not in line]           # an image with no row
+    lines.append(json.dumps({"file_name": "cars/9.jpg", "labels": [1]}))     # a row with no image
+    lines.append(next(line for line in lines if '"people/2.jpg"' in line))  # two rows for one image
+    lines.append("{not json")
+    (tree / "metadata.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(packrec.Error):
+        packrec.convert(str(tree), str(tmp_path / "strict"))
+    packrec.convert(str(tree), str(tmp_path / "ds"), on_error="skip")
+    rejects = (tmp_path / "ds" / "rejects.tsv").read_text()
+    assert "cars/0.jpg\tno row of metadata.jsonl names it" in rejects
+    assert "its file_name 'cars/9.jpg' is no listed image" in rejects
+    assert "both name it" in rejects and "people/2.jpg" in rejects
+    assert f"metadata.jsonl:{len(lines)}\tnot a JSON object" in rejects
+    assert len(packrec.open(tmp_path / "ds")) == 4
+
+
+def test_torch_dataset_targets_feed_a_detection_training_step(detection_dataset):
+    torch = pytest.importorskip("torch")
+    detection = pytest.importorskip("torchvision.models.detection")
+    import packrec.torch as packrec_torch
+
+    dataset = packrec_torch.Dataset(detection_dataset, decode="tensor", target=("boxes", "labels"),
+                                    transform=lambda image: image.float() / 255)
+    assert dataset.classes == ["cars", "people"]
+    assert dataset.class_to_idx == {"cars": 0, "people": 1}
+    assert dataset.targets == [0, 0, 0, 1, 1, 1]
+    assert [os.path.basename(path) for path, _ in dataset.samples] == ["0.jpg", "1.jpg", "2.jpg"] * 2
+    image, target = dataset[2]
+    assert image.shape == (3, 48, 64)
+    assert target["boxes"].dtype == torch.float32 and target["boxes"].shape == (3, 4)
+    assert target["labels"].dtype == torch.int64 and target["labels"].tolist() == [1, 2, 1]
+    loader = torch.utils.data.DataLoader(dataset, batch_size=3, shuffle=True,
+                                         collate_fn=lambda batch: tuple(zip(*batch)))
+    torch.manual_seed(0)
+    model = detection.fasterrcnn_mobilenet_v3_large_320_fpn(weights=None, weights_backbone=None, num_classes=3)
+    model.train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.001)
+    images, targets = next(iter(loader))
+    losses = model(list(images), list(targets))
+    loss = sum(losses.values())
+    assert torch.isfinite(loss)
+    loss.backward()
+    optimizer.step()
+    # The other target forms.
+    assert packrec_torch.Dataset(detection_dataset, target="caption", decode="bytes")[1][1] is None
+    assert packrec_torch.Dataset(detection_dataset, target=lambda r: r["meta"]["source"], decode="bytes")[0][1] == "cars"
+    with pytest.raises(ValueError, match="not a field"):
+        packrec_torch.Dataset(detection_dataset, target="masks")
