@@ -55,6 +55,8 @@ enum class ListFileKind { kAuto, kCaffe, kMxnet };
 // ImageFolder. The longest matching stem wins. The suffix decides the type: txt, text, caption,
 // cls, cls2, id and index are text; json is JSON; anything else is bytes kept with its suffix.
 // Files that are neither images nor side files are not listed (as ImageFolder does).
+// A root/metadata.jsonl or root/metadata.csv (Hugging Face imagefolder) adds a field per column,
+// each image's values from the row whose file_name is its key (docs/formats/fields.md).
 // Errors: NotFound (no such path), InvalidArgument (not a directory, a class name that is not
 // UTF-8), IOError. A directory already being listed, reached again through a symlink, is not
 // entered: it goes to `rejects`.

@@ -225,3 +225,32 @@ def test_torch_dataset_targets_feed_a_detection_training_step(detection_dataset)
     assert packrec_torch.Dataset(detection_dataset, target=lambda r: r["meta"]["source"], decode="bytes")[0][1] == "cars"
     with pytest.raises(ValueError, match="not a field"):
         packrec_torch.Dataset(detection_dataset, target="masks")
+
+
+def test_metadata_csv_columns_typed_like_pandas(tmp_path):
+    import csv
+
+    root = tmp_path / "tree"
+    os.makedirs(root / "a")
+    rows = []
+    for i in range(3):
+        Image.new("RGB", (20, 20), (i, 0, 0)).save(root / "a" / f"{i}.jpg")
+        rows.append({"file_name": f"a/{i}.jpg", "caption": f'say "hi", {i}\nsecond line', "count": str(i * 7),
+                     "ratio": f"{i / 4}", "note": "" if i == 1 else f"n{i}"})
+    with open(root / "metadata.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    packrec.convert(str(root), str(tmp_path / "ds"))
+    ds = packrec.open(tmp_path / "ds")
+    types = {f["name"]: f["type"] for f in ds.fields}
+    assert types == {"caption": "text", "count": "int64[]", "ratio": "float32[]", "note": "text"}
+    with open(root / "metadata.csv", newline="") as f:
+        expected = list(csv.DictReader(f))  # the independent reader
+    for i, want in enumerate(expected):
+        sample = ds.sample(i)
+        assert sample["key"] == want["file_name"]
+        assert sample["caption"] == want["caption"]
+        assert sample["count"].tolist() == [int(want["count"])]
+        assert sample["ratio"].tolist() == [float(want["ratio"])]
+        assert sample["note"] == (want["note"] or None)  # an empty cell: the field is absent
