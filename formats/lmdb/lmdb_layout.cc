@@ -45,7 +45,7 @@ void EncodeValueHeader(const ValueHeader& header, std::span<const std::byte> key
   out[22] = std::byte{header.subsampling};
   StoreLE<std::uint64_t>(&out[24], header.checksum);
   StoreLE<std::uint64_t>(&out[32], header.raw_size);
-  out[4] = std::byte{kLmdbFormatVersion};
+  out[4] = std::byte{kValueHeaderVersion};
   StoreLE<std::uint64_t>(&out[40], ValueHeaderChecksum(out, key, index));
 }
 
@@ -183,6 +183,26 @@ bool ParseDatum(std::span<const std::byte> value, DatumFields* fields) {
     }
   }
   return seen_data && seen_packrec;
+}
+
+std::array<std::byte, kFieldsKeySize> FieldsKey(std::uint64_t index) {
+  std::array<std::byte, kFieldsKeySize> key{};
+  const auto record = RecordKey(index);
+  std::copy(record.begin(), record.end(), key.begin());
+  key[kRecordKeySize] = std::byte{1};
+  return key;
+}
+
+bool ParseFieldsKey(std::span<const std::byte> key, std::uint64_t* index) {
+  return key.size() == kFieldsKeySize && key[kRecordKeySize] == std::byte{1} &&
+         ParseRecordKey(key.first(kRecordKeySize), index);
+}
+
+void EncodeFieldsHeader(std::span<const std::byte> block, std::uint64_t index,
+                        std::span<std::byte, kFieldsHeaderSize> out) {
+  std::fill(out.begin(), out.end(), std::byte{0});
+  std::memcpy(out.data(), kFieldsMagic.data(), kFieldsMagic.size());
+  StoreLE<std::uint64_t>(&out[8], Xxh64(block, /*seed=*/index));
 }
 
 }  // namespace packrec::lmdb

@@ -14,7 +14,16 @@ namespace packrec::lmdb {
 
 // 2: the value header carries a checksum of itself and the key (header_checksum). Version 1
 // datasets still read; their labels, sizes and keys are under no checksum.
-inline constexpr std::uint32_t kLmdbFormatVersion = 2;
+// 3: records carry fields (docs/formats/fields.md), each record's field block under its own key
+// right after the record's. Written only for a dataset with fields (a dataset without is version
+// 2, byte for byte as before); the record values keep their version 2 header.
+inline constexpr std::uint32_t kLmdbFormatVersion = 3;
+inline constexpr std::uint32_t kLmdbVersionWithoutFields = 2;
+inline constexpr std::uint8_t kValueHeaderVersion = 2;
+// The value header version of a dataset of layout `format_version`.
+constexpr std::uint32_t ValueHeaderVersionOf(std::uint32_t format_version) {
+  return format_version >= 2 ? kValueHeaderVersion : 1;
+}
 inline constexpr char kManifestFormatName[] = "packrec-lmdb";
 inline constexpr char kDataFileName[] = "data.mdb";
 
@@ -39,7 +48,7 @@ enum ValueFlags : std::uint8_t {
 
 // The fixed part of a record's value; the key (path) and the stored payload follow it.
 struct ValueHeader {
-  std::uint8_t version = kLmdbFormatVersion;
+  std::uint8_t version = kValueHeaderVersion;
   std::uint8_t encoding = 0;
   std::uint8_t channels = 0;
   std::uint8_t flags = 0;
@@ -66,6 +75,18 @@ std::uint64_t ValueHeaderChecksum(std::span<const std::byte> header_first_40,
                                   std::span<const std::byte> key, std::uint64_t index);
 
 std::array<std::byte, kRecordKeySize> RecordKey(std::uint64_t index);
+
+// Version 3: record `index`'s field block is under its record key plus one byte 0x01, so it sorts
+// right after the record and before the next one (MDB_APPEND keeps working). Its value: the magic
+// `PKRF`, 4 zero bytes, XXH64 of the block with seed = index, then the block.
+inline constexpr std::size_t kFieldsKeySize = kRecordKeySize + 1;
+inline constexpr std::array<unsigned char, 4> kFieldsMagic = {'P', 'K', 'R', 'F'};
+inline constexpr std::size_t kFieldsHeaderSize = 16;
+std::array<std::byte, kFieldsKeySize> FieldsKey(std::uint64_t index);
+// False when `key` is not a fields key.
+bool ParseFieldsKey(std::span<const std::byte> key, std::uint64_t* index);
+void EncodeFieldsHeader(std::span<const std::byte> block, std::uint64_t index,
+                        std::span<std::byte, kFieldsHeaderSize> out);
 // False when `key` is not a record key.
 bool ParseRecordKey(std::span<const std::byte> key, std::uint64_t* index);
 

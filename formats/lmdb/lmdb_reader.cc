@@ -22,6 +22,7 @@
 #include "lmdb/lmdb_layout.h"
 #include "lmdb/lmdb_status.h"
 #include "lmdb/lmdb_value.h"
+#include "storage/field_block.h"
 #include "storage/manifest_json.h"
 #include "storage/payload.h"
 
@@ -170,7 +171,9 @@ class LmdbReader final : public Reader {
     const int rc = mdb_stat(txn.get(), dbi, &stat);
     if (rc != MDB_SUCCESS) return LmdbError(rc, "stat", dir_);
     std::error_code error;
-    const std::uint64_t entries = manifest.record_count + (datum_ ? 0 : 1);
+    // With fields (version 3), every record has a second key: its field block.
+    const std::uint64_t per_record = manifest.fields.empty() ? 1 : 2;
+    const std::uint64_t entries = manifest.record_count * per_record + (datum_ ? 0 : 1);
     if (stat.ms_entries != entries) {
       return Status::Corruption(data_file_ + ": holds " + std::to_string(stat.ms_entries) +
                                 " entries, the manifest says " + std::to_string(entries));
@@ -206,7 +209,35 @@ class LmdbReader final : public Reader {
     // The value lives in the map only while the transaction is open: copy it out.
     PACKREC_ASSIGN_OR_RETURN(RecordView view,
                              Decode(index, Bytes(value), scratch, options_.verify_checksums));
-    return Own(view, scratch);
+    view = Own(view, scratch);
+    if (!info_.fields.empty()) {
+      PACKREC_ASSIGN_OR_RETURN(const MDB_val fields, GetFields(txn, *env, index));
+      PACKREC_RETURN_IF_ERROR(
+          AttachFields(index, Bytes(fields), view, scratch, options_.verify_checksums));
+    }
+    return view;
+  }
+
+  Result<FieldView> ReadField(std::uint64_t index, std::size_t field,
+                              ReadScratch& scratch) const override {
+    if (field >= info_.fields.size() || index >= info_.record_count) {
+      return Reader::ReadField(index, field, scratch);
+    }
+    PACKREC_ASSIGN_OR_RETURN(const Environment* const env, Env());
+    ReadTransaction txn;
+    PACKREC_RETURN_IF_ERROR(txn.Begin(env->get(), dir_));
+    PACKREC_ASSIGN_OR_RETURN(const MDB_val fields, GetFields(txn, *env, index));
+    PACKREC_ASSIGN_OR_RETURN(const std::span<const std::byte> block,
+                             DecodeFieldsValue(index, Bytes(fields), false, data_file_));
+    scratch.field_bytes.assign(block.begin(), block.end());  // the map is gone with txn
+    Result<FieldView> value = DecodeFieldValue(scratch.field_bytes, info_.fields.size(), field,
+                                               options_.verify_checksums);
+    if (!value.ok()) {
+      return Status::Corruption(FieldWhere(index, field) + ": " + value.status().message())
+          .WithRecordIndex(index)
+          .WithPath(data_file_);
+    }
+    return value;
   }
 
   // The cursor walks the leaf pages for each value's place in the map; the values themselves are
@@ -225,29 +256,36 @@ class LmdbReader final : public Reader {
     if (map == nullptr) {
       // The map's address is unknown: zero-copy views into it, valid while the transaction is
       // open, i.e. during visit.
-      return WalkValues(*env, txn, begin, end, [&](std::uint64_t index, const MDB_val& value) {
-        PACKREC_ASSIGN_OR_RETURN(const RecordView view,
-                                 Decode(index, Bytes(value), scratch, options_.verify_checksums));
-        return visit(view);
-      });
+      return WalkValues(*env, txn, begin, end,
+                        [&](std::uint64_t index, const MDB_val& value, const MDB_val& fields) {
+                          PACKREC_ASSIGN_OR_RETURN(
+                              RecordView view,
+                              Decode(index, Bytes(value), scratch, options_.verify_checksums));
+                          PACKREC_RETURN_IF_ERROR(AttachFieldsIfAny(index, fields, view, scratch));
+                          return visit(view);
+                        });
     }
     std::uint64_t first = begin;                                  // of the ranges collected so far
     std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;  // (file offset, size)
+    std::vector<MDB_val> fields;  // each record's fields value, in the map (version 3)
     const auto stream = [&]() -> Status {
       const Status status = StreamRanges(
           *file, 0, ranges.size(), [&](std::uint64_t i) { return ranges[i]; },
           [&](std::uint64_t i, std::span<const std::byte> stored) {
-            PACKREC_ASSIGN_OR_RETURN(const RecordView view,
+            PACKREC_ASSIGN_OR_RETURN(RecordView view,
                                      Decode(first + i, stored, scratch, options_.verify_checksums));
+            PACKREC_RETURN_IF_ERROR(AttachFieldsIfAny(first + i, fields[i], view, scratch));
             return visit(view);
           });
       first += ranges.size();
       ranges.clear();
+      fields.clear();
       return status;
     };
-    const Status walked =
-        WalkValues(*env, txn, begin, end, [&](std::uint64_t, const MDB_val& value) {
+    const Status walked = WalkValues(
+        *env, txn, begin, end, [&](std::uint64_t, const MDB_val& value, const MDB_val& field) {
           ranges.emplace_back(static_cast<const std::byte*>(value.mv_data) - map, value.mv_size);
+          fields.push_back(field);
           return ranges.size() < kForEachChunk ? Status::OK() : stream();
         });
     // The records found before a failure of the walk are still delivered, in order.
@@ -278,9 +316,16 @@ class LmdbReader final : public Reader {
     MDB_val value;
     ReadScratch scratch;
     std::uint64_t expected = 0;
+    std::uint64_t fields_found = 0;
     for (rc = mdb_cursor_get(cursor, &key, &value, MDB_FIRST); rc == MDB_SUCCESS;
          rc = mdb_cursor_get(cursor, &key, &value, MDB_NEXT)) {
       std::uint64_t index = 0;
+      if (ParseFieldsKey(Bytes(key), &index)) {
+        ++fields_found;
+        const Status fields = VerifyFields(index, Bytes(value));
+        if (!fields.ok()) report(index, "", fields);
+        continue;
+      }
       if (!ParseRecordKey(Bytes(key), &index)) continue;  // the manifest key
       if (index != expected) {
         report(expected, "",
@@ -303,22 +348,30 @@ class LmdbReader final : public Reader {
                                 " records found, the manifest says " +
                                 std::to_string(info_.record_count)));
     }
+    if (!info_.fields.empty() && fields_found != info_.record_count) {
+      report(std::nullopt, "",
+             Status::Corruption(data_file_ + ": " + std::to_string(fields_found) +
+                                " records' fields found, the manifest says " +
+                                std::to_string(info_.record_count) + " records"));
+    }
     mdb_cursor_close(cursor);
     return stats;
   }
 
  private:
-  // Calls on_value for records [begin, end) in key order, checking that each key is the next
-  // record index; stops at the first error (of LMDB, a missing record or on_value).
-  Status WalkValues(const Environment& env, const ReadTransaction& txn, std::uint64_t begin,
-                    std::uint64_t end,
-                    const std::function<Status(std::uint64_t, const MDB_val&)>& on_value) const {
+  // Calls on_value for records [begin, end) in key order, with each record's fields value
+  // (version 3; an empty MDB_val without fields), checking that each key is the next record
+  // index; stops at the first error (of LMDB, a missing record or on_value).
+  Status WalkValues(
+      const Environment& env, const ReadTransaction& txn, std::uint64_t begin, std::uint64_t end,
+      const std::function<Status(std::uint64_t, const MDB_val&, const MDB_val&)>& on_value) const {
     MDB_cursor* cursor = nullptr;
     int rc = mdb_cursor_open(txn.get(), env.dbi(), &cursor);
     if (rc != MDB_SUCCESS) return LmdbError(rc, "open cursor", dir_);
     auto start = RecordKey(begin);
     MDB_val key{start.size(), start.data()};
     MDB_val value;
+    MDB_val fields{0, nullptr};
     Status status;
     rc = mdb_cursor_get(cursor, &key, &value, MDB_SET_KEY);
     for (std::uint64_t expected = begin; expected < end && status.ok(); ++expected) {
@@ -327,11 +380,92 @@ class LmdbReader final : public Reader {
         status = MissingOrError(rc, expected);
         break;
       }
-      status = on_value(index, value);
+      const MDB_val record = value;
+      if (!info_.fields.empty()) {
+        rc = mdb_cursor_get(cursor, &key, &fields, MDB_NEXT);
+        std::uint64_t owner = 0;
+        if (rc != MDB_SUCCESS || !ParseFieldsKey(Bytes(key), &owner) || owner != expected) {
+          status = rc != MDB_SUCCESS && rc != MDB_NOTFOUND
+                       ? LmdbError(rc, "iterate", dir_)
+                       : Status::Corruption(data_file_ + ": record " + std::to_string(expected) +
+                                            "'s fields are missing");
+          break;
+        }
+      }
+      status = on_value(index, record, fields);
       rc = mdb_cursor_get(cursor, &key, &value, MDB_NEXT);
     }
     mdb_cursor_close(cursor);
     return status;
+  }
+
+  // Record `index`'s fields value (version 3), valid while `txn` is open.
+  Result<MDB_val> GetFields(const ReadTransaction& txn, const Environment& env,
+                            std::uint64_t index) const {
+    auto key_bytes = FieldsKey(index);
+    MDB_val key{key_bytes.size(), key_bytes.data()};
+    MDB_val value;
+    const int rc = mdb_get(txn.get(), env.dbi(), &key, &value);
+    if (rc == MDB_NOTFOUND) {
+      return Status::Corruption(data_file_ + ": record " + std::to_string(index) +
+                                "'s fields are missing");
+    }
+    if (rc != MDB_SUCCESS) return LmdbError(rc, "get record " + std::to_string(index), dir_);
+    return value;
+  }
+
+  // Copies record `index`'s field block out of the map into `scratch` (checked when `verify`)
+  // and points view.fields at its values.
+  Status AttachFields(std::uint64_t index, std::span<const std::byte> value, RecordView& view,
+                      ReadScratch& scratch, bool verify) const {
+    Result<std::span<const std::byte>> block = DecodeFieldsValue(index, value, verify, data_file_);
+    if (!block.ok()) {
+      if (!verify) return block.status();
+      return FieldsDamage(index, value, block.status());
+    }
+    scratch.field_bytes.assign(block->begin(), block->end());
+    const Status decoded =
+        DecodeFieldBlock(scratch.field_bytes, info_.fields.size(), scratch.fields);
+    if (!decoded.ok()) {
+      return Status::Corruption(data_file_ + ": record " + std::to_string(index) +
+                                "'s fields: " + decoded.message());
+    }
+    view.fields = scratch.fields;
+    return Status::OK();
+  }
+
+  Status AttachFieldsIfAny(std::uint64_t index, const MDB_val& fields, RecordView& view,
+                           ReadScratch& scratch) const {
+    if (info_.fields.empty()) return Status::OK();
+    return AttachFields(index, Bytes(fields), view, scratch, options_.verify_checksums);
+  }
+
+  // A fields value that failed its checksum: the damaged field named when a value's own
+  // checksum shows which.
+  Status FieldsDamage(std::uint64_t index, std::span<const std::byte> value,
+                      const Status& status) const {
+    if (value.size() < kFieldsHeaderSize) return status;
+    const std::optional<std::size_t> field =
+        FirstDamagedField(value.subspan(kFieldsHeaderSize), info_.fields.size());
+    if (!field) return status.WithRecordIndex(index);
+    return Status::Corruption(FieldWhere(index, *field) + ": checksum mismatch (" +
+                              status.message() + ")")
+        .WithRecordIndex(index);
+  }
+
+  Status VerifyFields(std::uint64_t index, std::span<const std::byte> value) const {
+    if (info_.fields.empty()) {
+      return Status::Corruption(data_file_ + ": a fields key for record " + std::to_string(index) +
+                                " in a dataset without fields");
+    }
+    RecordView ignored;
+    ReadScratch scratch;
+    return AttachFields(index, value, ignored, scratch, /*verify=*/true);
+  }
+
+  std::string FieldWhere(std::uint64_t index, std::size_t field) const {
+    return data_file_ + ": record " + std::to_string(index) + ", field '" +
+           info_.fields[field].name + "'";
   }
 
   Status MissingOrError(int rc, std::uint64_t expected) const {

@@ -1,8 +1,11 @@
 #include "lmdb/lmdb_value.h"
 
+#include <cstring>
+
 #include <optional>
 
 #include "core/checksum.h"
+#include "core/endian.h"
 #include "lmdb/lmdb_layout.h"
 #include "storage/payload.h"
 
@@ -48,7 +51,7 @@ Result<RecordView> DecodeRecordValue(std::uint64_t index, std::span<const std::b
     return Status::Corruption(where() + ": malformed value header");
   }
   const std::size_t header_size = ValueHeaderSize(header.version);
-  if (header.version != format_version) {
+  if (header.version != ValueHeaderVersionOf(format_version)) {
     return Status::Corruption(where() + ": value header version " + std::to_string(header.version) +
                               " in a dataset of layout version " + std::to_string(format_version));
   }
@@ -116,6 +119,27 @@ std::string RecordValueKey(std::span<const std::byte> value, bool datum) {
   return std::string(
       reinterpret_cast<const char*>(parts->packrec.data()) + ValueHeaderSize(header.version),
       header.key_size);
+}
+
+Result<std::span<const std::byte>> DecodeFieldsValue(std::uint64_t index,
+                                                     std::span<const std::byte> value, bool verify,
+                                                     const std::string& data_file) {
+  const auto where = [&] { return data_file + ": record " + std::to_string(index) + "'s fields"; };
+  if (value.size() < kFieldsHeaderSize ||
+      std::memcmp(value.data(), kFieldsMagic.data(), kFieldsMagic.size()) != 0 ||
+      LoadLE<std::uint32_t>(&value[4]) != 0) {
+    return Status::Corruption(where() + ": malformed fields value header");
+  }
+  const std::span<const std::byte> block = value.subspan(kFieldsHeaderSize);
+  if (verify) {
+    const std::uint64_t stored = LoadLE<std::uint64_t>(&value[8]);
+    const std::uint64_t computed = Xxh64(block, /*seed=*/index);
+    if (computed != stored) {
+      return Status::Corruption(where() + ": checksum mismatch (stored " + Hex64(stored) +
+                                ", computed " + Hex64(computed) + ")");
+    }
+  }
+  return block;
 }
 
 }  // namespace packrec::lmdb

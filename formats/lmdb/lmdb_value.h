@@ -22,6 +22,12 @@ Result<RecordView> DecodeRecordValue(std::uint64_t index, std::span<const std::b
                                      bool datum, bool verify, std::uint32_t format_version,
                                      const std::string& data_file, ReadScratch& scratch);
 
+// The field block of record `index`'s fields value (version 3), its header checked and, with
+// `verify`, its checksum (Corruption naming `data_file` and the record). Points into `value`.
+Result<std::span<const std::byte>> DecodeFieldsValue(std::uint64_t index,
+                                                     std::span<const std::byte> value, bool verify,
+                                                     const std::string& data_file);
+
 // The key a value names, for reporting a damaged record; empty when even that cannot be read.
 std::string RecordValueKey(std::span<const std::byte> value, bool datum);
 

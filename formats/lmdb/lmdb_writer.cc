@@ -22,6 +22,7 @@
 #include "lmdb/lmdb_layout.h"
 #include "lmdb/lmdb_status.h"
 #include "lmdb/lmdb_value.h"
+#include "storage/field_block.h"
 #include "storage/json_util.h"
 #include "storage/manifest_json.h"
 #include "storage/payload.h"
@@ -57,7 +58,8 @@ class LmdbWriter final : public DatasetWriter {
       : out_(std::move(out)),
         env_dir_(out_.write_dir()),
         options_(std::move(options)),
-        map_size_(InitialMapSize(options_)) {}
+        map_size_(InitialMapSize(options_)),
+        version_(options_.fields.empty() ? kLmdbVersionWithoutFields : kLmdbFormatVersion) {}
 
   ~LmdbWriter() override {
     if (!finished_) Abort();
@@ -113,6 +115,8 @@ class LmdbWriter final : public DatasetWriter {
   fs::path env_dir_;  // the environment's directory: out_.write_dir()
   WriterOptions options_;
   std::uint64_t map_size_;
+  std::uint32_t version_;               // 2 without fields, 3 with
+  std::vector<std::byte> field_block_;  // the record being added, reused
   MDB_env* env_ = nullptr;
   MDB_txn* txn_ = nullptr;
   MDB_dbi dbi_ = 0;
@@ -206,12 +210,14 @@ Status LmdbWriter::ResumeAt(const ResumeJournal& journal) {
     return LmdbError(rc, "delete records after the resume point in", env_dir_);
   MDB_stat stat;
   mdb_stat(txn_, dbi_, &stat);
-  if (stat.ms_entries != records_) {
+  const std::uint64_t per_record = version_ >= 3 ? 2 : 1;  // with fields: a second key each
+  if (stat.ms_entries != records_ * per_record) {
     return Status::Corruption("cannot resume the conversion in " + env_dir_.string() +
                               ": data.mdb holds " + std::to_string(stat.ms_entries) +
-                              " records before the resume point, "
+                              " entries before the resume point, "
                               "its journal says " +
-                              std::to_string(records_))
+                              std::to_string(records_) + " records of " +
+                              std::to_string(per_record))
         .WithRemedy(Remedy::kOverwriteToRestart);
   }
   PACKREC_RETURN_IF_ERROR(CheckKeptRecords());
@@ -235,15 +241,26 @@ Status LmdbWriter::CheckKeptRecords() {
        rc == MDB_SUCCESS && expected < records_;
        rc = mdb_cursor_get(cursor, &key, &value, MDB_NEXT), ++expected) {
     std::uint64_t index = 0;
-    if (!ParseRecordKey({static_cast<const std::byte*>(key.mv_data), key.mv_size}, &index) ||
-        index != expected) {
+    const std::span<const std::byte> key_bytes{static_cast<const std::byte*>(key.mv_data),
+                                               key.mv_size};
+    if (ParseFieldsKey(key_bytes, &index) && expected > 0 && index == expected - 1) {
+      --expected;  // not a record: the loop's ++expected is undone
+      const auto block = DecodeFieldsValue(
+          index, {static_cast<const std::byte*>(value.mv_data), value.mv_size}, true, data_file);
+      if (!block.ok()) {
+        status = block.status();
+        break;
+      }
+      continue;
+    }
+    if (!ParseRecordKey(key_bytes, &index) || index != expected) {
       status =
           Status::Corruption(data_file + ": record " + std::to_string(expected) + " is missing");
       break;
     }
     const Result<RecordView> checked = DecodeRecordValue(
         index, {static_cast<const std::byte*>(value.mv_data), value.mv_size}, datum,
-        /*verify=*/true, kLmdbFormatVersion, data_file, scratch);
+        /*verify=*/true, version_, data_file, scratch);
     if (!checked.ok()) {
       status = checked.status();
       break;
@@ -364,6 +381,7 @@ Status LmdbWriter::CommitBatch() {
 Status LmdbWriter::Add(const RecordInput& record) {
   if (finished_ || txn_ == nullptr) return Status::Internal("Add on a closed LMDB writer");
   PACKREC_RETURN_IF_ERROR(CheckKeySize(records_, record.key.size(), kMaxKeyBytes));
+  PACKREC_RETURN_IF_ERROR(CheckRecordFields(options_, record, records_));
   PACKREC_ASSIGN_OR_RETURN(const StoredPayload payload,
                            PreparePayload(record, options_, compressed_));
   const std::span<const std::byte> stored = payload.bytes;
@@ -397,6 +415,15 @@ Status LmdbWriter::Add(const RecordInput& record) {
     const std::span<const std::byte> parts[] = {header_bytes, AsBytes(record.key), stored};
     Queue(key, parts);
   }
+  if (version_ >= 3) {
+    field_block_.clear();
+    const Status appended = AppendFieldBlock(options_.fields.size(), record.fields, field_block_);
+    if (!appended.ok()) return appended.WithContext("record " + std::to_string(records_));
+    std::array<std::byte, kFieldsHeaderSize> fields_header{};
+    EncodeFieldsHeader(field_block_, records_, fields_header);
+    const std::span<const std::byte> parts[] = {fields_header, field_block_};
+    Queue(FieldsKey(records_), parts);
+  }
   PACKREC_RETURN_IF_ERROR(PutPending());
   ++records_;
   payload_bytes_ += stored.size();
@@ -415,8 +442,9 @@ Status LmdbWriter::Add(const RecordInput& record) {
 
 Status LmdbWriter::Finish(const DatasetMetadata& metadata) {
   if (finished_ || txn_ == nullptr) return Status::Internal("Finish on a closed LMDB writer");
-  const DatasetManifest manifest = ManifestFromMetadata(
-      metadata, kManifestFormatName, kLmdbFormatVersion, records_, payload_bytes_, label_count_);
+  DatasetManifest manifest = ManifestFromMetadata(metadata, kManifestFormatName, version_, records_,
+                                                  payload_bytes_, label_count_);
+  manifest.fields = options_.fields;
   PACKREC_ASSIGN_OR_RETURN(const std::string text, SerializeManifestJson(manifest));
   const bool datum = options_.lmdb.values == LmdbValues::kCaffeDatum;
   if (!datum) {
@@ -510,6 +538,11 @@ namespace {
 
 Status CheckLmdbOptions(const WriterOptions& options) {
   PACKREC_RETURN_IF_ERROR(ValidateCommonWriterOptions(options, {.caffe_datum_values = true}));
+  if (!options.fields.empty() && options.lmdb.values == LmdbValues::kCaffeDatum) {
+    return Status::NotSupported(
+        "--lmdb-values caffe-datum cannot carry record fields (a caffe.Datum holds an image and a "
+        "label); use packrec's values");
+  }
   if (options.lmdb.commit_records == 0) {
     return Status::InvalidArgument("--commit-records must be at least 1");
   }

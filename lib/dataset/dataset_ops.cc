@@ -87,34 +87,31 @@ std::string MetadataRow(const RecordView& view, const std::vector<FieldSpec>& fi
   return row.dump() + "\n";
 }
 
-}  // namespace
+std::string Where(const RecordView& view) {
+  return "record " + std::to_string(view.index) + " (key '" + PrintableKey(view.key) + "')";
+}
 
-Result<ExtractStats> ExtractDataset(const Reader& reader, const fs::path& out_dir, bool overwrite) {
-  // Directories opened by descriptor without following links, files renamed into place: nothing
-  // is created or written outside out_dir, whatever links are in it or appear while we write.
-  PACKREC_ASSIGN_OR_RETURN(TreeWriter tree, TreeWriter::Open(out_dir));
-  // Every key is checked before the first file is written, so a bad key leaves no partial tree.
-  ExtractStats stats;
+// Checks every key and every file name extract would write, before the first file is written,
+// so a bad key leaves no partial tree; notes names that differ only in case.
+Status CheckExtractTargets(const Reader& reader, ExtractStats& stats) {
   std::unordered_map<std::string, std::uint64_t> targets;  // file name -> first record
   std::unordered_map<std::string, std::uint64_t> folded;   // ASCII-lowercased name -> record
-  Status keys_ok = reader.ForEach([&](const RecordView& view) -> Status {
-    const std::string where =
-        "record " + std::to_string(view.index) + " (key '" + PrintableKey(view.key) + "')";
+  PACKREC_RETURN_IF_ERROR(reader.ForEach([&](const RecordView& view) -> Status {
     // The rule convert applies (core/keys.h), checked again: older datasets, and the writer API,
     // may hold keys it refuses.
     const std::string problem = KeyProblem(view.key);
     if (problem.starts_with("holds a control character")) {
-      return Status::InvalidArgument(where + ": key " + problem +
+      return Status::InvalidArgument(Where(view) + ": key " + problem +
                                      "; refusing to make such a file name");
     }
     if (!problem.empty()) {
-      return Status::InvalidArgument(where + ": key would escape the output directory (it " +
+      return Status::InvalidArgument(Where(view) + ": key would escape the output directory (it " +
                                      problem + "); refusing");
     }
     for (const std::string& name : ExtractedNames(view, reader.info().fields)) {
       const auto [first, fresh] = targets.emplace(name, view.index);
       if (!fresh) {
-        return Status::InvalidArgument(where + ": record " + std::to_string(first->second) +
+        return Status::InvalidArgument(Where(view) + ": record " + std::to_string(first->second) +
                                        " is extracted to the same file " + name +
                                        " (a key collision); refusing");
       }
@@ -126,8 +123,7 @@ Result<ExtractStats> ExtractDataset(const Reader& reader, const fs::path& out_di
       }
     }
     return Status::OK();
-  });
-  PACKREC_RETURN_IF_ERROR(keys_ok);
+  }));
   const bool has_table = std::any_of(reader.info().fields.begin(), reader.info().fields.end(),
                                      [](const FieldSpec& spec) { return IsTableField(spec); });
   if (has_table && targets.count(kMetadataTable)) {
@@ -135,46 +131,56 @@ Result<ExtractStats> ExtractDataset(const Reader& reader, const fs::path& out_di
                                    " is extracted to " + kMetadataTable +
                                    ", where its fields' table goes; refusing");
   }
-  std::string metadata;  // metadata.jsonl, one row per record with table fields
-  Status status = reader.ForEach([&](const RecordView& view) -> Status {
-    const std::string where =
-        "record " + std::to_string(view.index) + " (key '" + PrintableKey(view.key) + "')";
-    fs::path target{std::string(view.key)};
-    // Decoded pixels are written as binary PPM (P6), which every image tool opens.
-    std::string ppm_header;
-    if (view.encoding == Encoding::kRawRgb) {
-      target.replace_extension(".ppm");
-      ppm_header =
-          "P6\n" + std::to_string(view.width) + " " + std::to_string(view.height) + "\n255\n";
-    }
-    std::span<const std::byte> contents = view.bytes;
-    std::vector<std::byte> ppm;
-    if (!ppm_header.empty()) {
-      const auto header = AsBytes(ppm_header);
-      ppm.assign(header.begin(), header.end());
-      ppm.insert(ppm.end(), view.bytes.begin(), view.bytes.end());
-      contents = ppm;
-    }
-    const Status written = tree.Write(target.generic_string(), contents, overwrite);
-    if (!written.ok()) return written.WithContext(where);
+  return Status::OK();
+}
+
+// Writes one record's image (decoded pixels as binary PPM, P6, which every image tool opens) and
+// its side files; appends its metadata.jsonl row to `metadata`.
+Status WriteRecordFiles(const RecordView& view, const std::vector<FieldSpec>& fields,
+                        TreeWriter& tree, bool overwrite, ExtractStats& stats,
+                        std::string& metadata) {
+  fs::path target{std::string(view.key)};
+  std::span<const std::byte> contents = view.bytes;
+  std::vector<std::byte> ppm;
+  if (view.encoding == Encoding::kRawRgb) {
+    target.replace_extension(".ppm");
+    const std::string header =
+        "P6\n" + std::to_string(view.width) + " " + std::to_string(view.height) + "\n255\n";
+    const auto header_bytes = AsBytes(header);
+    ppm.assign(header_bytes.begin(), header_bytes.end());
+    ppm.insert(ppm.end(), view.bytes.begin(), view.bytes.end());
+    contents = ppm;
+  }
+  const Status written = tree.Write(target.generic_string(), contents, overwrite);
+  if (!written.ok()) return written.WithContext(Where(view));
+  ++stats.files_written;
+  stats.bytes_written += contents.size();
+  // The fields go back beside the image as the side files they came from, or into
+  // metadata.jsonl.
+  metadata += MetadataRow(view, fields);
+  const std::vector<std::string> names = ExtractedNames(view, fields);
+  for (std::size_t field = 0, name = 1; field < view.fields.size(); ++field) {
+    if (!view.fields[field].present || IsTableField(fields[field])) continue;
+    const Status side = tree.Write(names[name++], view.fields[field].bytes, overwrite);
+    if (!side.ok()) return side.WithContext(Where(view) + ", field '" + fields[field].name + "'");
     ++stats.files_written;
-    stats.bytes_written += contents.size();
-    // The fields go back beside the image as the side files they came from, or into
-    // metadata.jsonl.
-    const std::vector<FieldSpec>& fields = reader.info().fields;
-    metadata += MetadataRow(view, fields);
-    const std::vector<std::string> names = ExtractedNames(view, fields);
-    for (std::size_t field = 0, name = 1; field < view.fields.size(); ++field) {
-      if (!view.fields[field].present || IsTableField(fields[field])) continue;
-      const Status side = tree.Write(names[name++], view.fields[field].bytes, overwrite);
-      if (!side.ok())
-        return side.WithContext(where + ", field '" + reader.info().fields[field].name + "'");
-      ++stats.files_written;
-      stats.bytes_written += view.fields[field].bytes.size();
-    }
-    return Status::OK();
-  });
-  if (!status.ok()) return status;
+    stats.bytes_written += view.fields[field].bytes.size();
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<ExtractStats> ExtractDataset(const Reader& reader, const fs::path& out_dir, bool overwrite) {
+  // Directories opened by descriptor without following links, files renamed into place: nothing
+  // is created or written outside out_dir, whatever links are in it or appear while we write.
+  PACKREC_ASSIGN_OR_RETURN(TreeWriter tree, TreeWriter::Open(out_dir));
+  ExtractStats stats;
+  PACKREC_RETURN_IF_ERROR(CheckExtractTargets(reader, stats));
+  std::string metadata;  // metadata.jsonl, one row per record with table fields
+  PACKREC_RETURN_IF_ERROR(reader.ForEach([&](const RecordView& view) {
+    return WriteRecordFiles(view, reader.info().fields, tree, overwrite, stats, metadata);
+  }));
   if (!metadata.empty()) {
     PACKREC_RETURN_IF_ERROR(tree.Write(kMetadataTable, AsBytes(metadata), overwrite));
     ++stats.files_written;

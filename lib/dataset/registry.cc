@@ -90,10 +90,13 @@ Status CheckFieldsStored(const FormatDescriptor& format, const WriterOptions& op
   if (options.fields.empty() || format.info.stores_fields) return Status::OK();
   std::string names;
   for (const FieldSpec& field : options.fields) names += (names.empty() ? "" : ", ") + field.name;
+  std::size_t keepers = 0;
+  for (const FormatInfo& info : ListFormats()) keepers += info.stores_fields ? 1 : 0;
   return Status::NotSupported("the " + format.info.name + " format does not store record fields " +
                               "yet, and the records have " + std::to_string(options.fields.size()) +
                               " (" + names + "); the " +
-                              JoinFormatNames(&FormatInfo::stores_fields) + " format keeps them");
+                              JoinFormatNames(&FormatInfo::stores_fields) +
+                              (keepers > 1 ? " formats keep them" : " format keeps them"));
 }
 
 }  // namespace

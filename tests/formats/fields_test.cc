@@ -94,43 +94,57 @@ void CheckFieldRecords(const Reader& reader, std::size_t count) {
   }
 }
 
-TEST_CASE("a shard dataset keeps every field of every record, absent ones absent") {
-  test::TempDir dir;
-  WriteFieldDataset(dir / "ds", 7);
-  auto reader = OpenDataset(dir / "ds");
-  REQUIRE(reader.ok());
-  CHECK((*reader)->info().format_version == 2);
-  CheckFieldRecords(**reader, 7);
-  // Numeric values are 8-byte aligned, so they can be viewed as int64 / float in place.
-  ReadScratch scratch;
-  auto boxes = (*reader)->ReadField(1, 3, scratch);
-  REQUIRE(boxes.ok());
-  CHECK(reinterpret_cast<std::uintptr_t>(boxes->bytes.data()) % 8 == 0);
-  float second_box_last = 0;
-  std::memcpy(&second_box_last, boxes->bytes.data() + 7 * sizeof(float), sizeof(float));
-  CHECK(second_box_last == 14.0f);
-  CHECK_FALSE((*reader)->ReadField(2, 3, scratch)->present);
-  CHECK((*reader)->ReadField(0, 5, scratch).status().code() == StatusCode::kOutOfRange);
-  // Compressed images and a shard per record or two do not change the fields.
-  WriterOptions small;
-  small.shard_size_bytes = 4096;
-  small.compression = Compression::kZstd;
-  WriteFieldDataset(dir / "small", 7, small);
-  auto split = OpenDataset(dir / "small");
-  REQUIRE(split.ok());
-  CHECK((*split)->info().files.size() > 1);
-  CheckFieldRecords(**split, 7);
-  // ForEach streams the same values.
-  std::size_t seen = 0;
-  REQUIRE((*split)
-              ->ForEach([&](const RecordView& view) {
-                const FieldRecord expected = MakeFieldRecord(view.index);
-                CHECK(SameBytes(view.fields[1].bytes, expected.views[1].bytes));
-                ++seen;
-                return Status::OK();
-              })
-              .ok());
-  CHECK(seen == 7);
+TEST_CASE("shard and LMDB datasets keep every field of every record, absent ones absent") {
+  for (const std::string format : {"shard", "lmdb"}) {
+    CAPTURE(format);
+    test::TempDir dir;
+    WriterOptions options;
+    options.format = format;
+    WriteFieldDataset(dir / "ds", 7, options);
+    auto reader = OpenDataset(dir / "ds");
+    REQUIRE(reader.ok());
+    CHECK((*reader)->info().format_version == (format == "shard" ? 2u : 3u));
+    CheckFieldRecords(**reader, 7);
+    ReadScratch scratch;
+    auto boxes = (*reader)->ReadField(1, 3, scratch);
+    REQUIRE(boxes.ok());
+    // In a shard, numeric values are 8-byte aligned: they can be viewed as int64 / float in place.
+    if (format == "shard") CHECK(reinterpret_cast<std::uintptr_t>(boxes->bytes.data()) % 8 == 0);
+    float second_box_last = 0;
+    std::memcpy(&second_box_last, boxes->bytes.data() + 7 * sizeof(float), sizeof(float));
+    CHECK(second_box_last == 14.0f);
+    CHECK_FALSE((*reader)->ReadField(2, 3, scratch)->present);
+    CHECK((*reader)->ReadField(0, 5, scratch).status().code() == StatusCode::kOutOfRange);
+    // Compressed images, several shards or LMDB transactions: the same fields; ForEach streams
+    // them too.
+    WriterOptions small = options;
+    small.shard_size_bytes = 4096;
+    small.lmdb.commit_records = 2;
+    small.compression = Compression::kZstd;
+    WriteFieldDataset(dir / "small", 7, small);
+    auto split = OpenDataset(dir / "small");
+    REQUIRE(split.ok());
+    if (format == "shard") CHECK((*split)->info().files.size() > 1);
+    CheckFieldRecords(**split, 7);
+    std::size_t seen = 0;
+    REQUIRE((*split)
+                ->ForEach(
+                    [&](const RecordView& view) {
+                      const FieldRecord expected = MakeFieldRecord(view.index);
+                      REQUIRE(view.fields.size() == expected.views.size());
+                      for (std::size_t f = 0; f < expected.views.size(); ++f) {
+                        CHECK(view.fields[f].present == expected.views[f].present);
+                        CHECK(SameBytes(view.fields[f].bytes, expected.views[f].bytes));
+                      }
+                      ++seen;
+                      return Status::OK();
+                    },
+                    2)
+                .ok());
+    CHECK(seen == 5);
+    test::CollectingReporter reporter;
+    CHECK((*split)->Verify(reporter).problems == 0);
+  }
 }
 
 TEST_CASE("a dataset without fields is still written as shard version 1, byte for byte") {
@@ -224,7 +238,7 @@ TEST_CASE("a schema is checked: names unique and not the record's own, shapes on
 
 TEST_CASE("formats that do not store fields yet refuse a schema instead of dropping it") {
   test::TempDir dir;
-  for (const std::string format : {"lmdb", "hdf5", "wds", "tfrecord", "recordio"}) {
+  for (const std::string format : {"hdf5", "wds", "tfrecord", "recordio"}) {
     WriterOptions options;
     options.format = format;
     options.fields = DetectionSchema();
@@ -233,48 +247,47 @@ TEST_CASE("formats that do not store fields yet refuse a schema instead of dropp
     CHECK(status.code() == StatusCode::kNotSupported);
     CHECK(status.message().find("fields") != std::string::npos);
   }
+  WriterOptions datum;
+  datum.format = "lmdb";
+  datum.lmdb.values = LmdbValues::kCaffeDatum;
+  datum.fields = DetectionSchema();
+  CHECK(CreateDatasetWriter(dir / "datum", datum).status().code() == StatusCode::kNotSupported);
 }
 
 TEST_CASE("a flipped bit in any field's bytes is found and named by record and field") {
-  test::TempDir dir;
-  WriteFieldDataset(dir / "ds", 4);
-  const fs::path shard = dir / "ds" / "shard-000000.pkr";
-  const std::vector<std::byte> original = test::ReadBytes(shard);
-  for (std::size_t field = 0; field < DetectionSchema().size(); ++field) {
-    CAPTURE(field);
-    test::WriteBytes(shard, original);
-    std::uint64_t offset = 0;
-    {
+  for (const std::string format : {"shard", "lmdb"}) {
+    CAPTURE(format);
+    test::TempDir dir;
+    WriterOptions options;
+    options.format = format;
+    WriteFieldDataset(dir / "ds", 4, options);
+    const fs::path file = dir / "ds" / (format == "shard" ? "shard-000000.pkr" : "data.mdb");
+    const std::vector<std::byte> original = test::ReadBytes(file);
+    for (std::size_t field = 0; field < DetectionSchema().size(); ++field) {
+      CAPTURE(field);
+      test::WriteBytes(file, original);
+      const FieldRecord expected = MakeFieldRecord(2);
+      if (!expected.views[field].present) continue;
+      // The value's bytes, found in the file (they are stored as they are).
+      const std::span<const std::byte> value = expected.views[field].bytes;
+      const auto found = std::search(original.begin(), original.end(), value.begin(), value.end());
+      REQUIRE(found != original.end());
+      test::FlipByte(file, static_cast<std::uint64_t>(found - original.begin()) + value.size() / 2);
       auto reader = OpenDataset(dir / "ds");
       REQUIRE(reader.ok());
+      test::CollectingReporter collect;
+      (*reader)->Verify(collect);
+      REQUIRE(!collect.problems.empty());
+      const std::string name = DetectionSchema()[field].name;
+      const VerifyProblem& problem = collect.problems.front();
+      CHECK(problem.record_index == 2u);
+      CHECK(problem.status.message().find("field '" + name + "'") != std::string::npos);
       ReadScratch scratch;
-      auto value = (*reader)->ReadField(2, field, scratch);
-      REQUIRE(value.ok());
-      if (!value->present) continue;
-      // The value is a view into the mapping: find the same bytes in the file.
-      const auto found =
-          std::search(original.begin(), original.end(), value->bytes.begin(), value->bytes.end());
-      REQUIRE(found != original.end());
-      offset = static_cast<std::uint64_t>(found - original.begin()) + value->bytes.size() / 2;
+      const Status read = (*reader)->ReadField(2, field, scratch).status();
+      CHECK(read.code() == StatusCode::kCorruption);
+      CHECK(read.message().find("field '" + name + "'") != std::string::npos);
+      CHECK((*reader)->Read(2, scratch).status().code() == StatusCode::kCorruption);
     }
-    test::FlipByte(shard, offset);
-    auto reader = OpenDataset(dir / "ds");
-    REQUIRE(reader.ok());
-    struct Collect : VerifyReporter {
-      std::vector<VerifyProblem> problems;
-      void Report(const VerifyProblem& problem) override { problems.push_back(problem); }
-    } collect;
-    (*reader)->Verify(collect);
-    REQUIRE(!collect.problems.empty());
-    const std::string name = DetectionSchema()[field].name;
-    const VerifyProblem& problem = collect.problems.front();
-    CHECK(problem.record_index == 2u);
-    CHECK(problem.status.message().find("field '" + name + "'") != std::string::npos);
-    ReadScratch scratch;
-    const Status read = (*reader)->ReadField(2, field, scratch).status();
-    CHECK(read.code() == StatusCode::kCorruption);
-    CHECK(read.message().find("field '" + name + "'") != std::string::npos);
-    CHECK((*reader)->Read(2, scratch).status().code() == StatusCode::kCorruption);
   }
 }
 
