@@ -4,6 +4,7 @@
 // and scale with threads. Pixels layout: /images is chunked (maybe deflated), so every read goes
 // through HDF5 under the lock into the caller's scratch.
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "core/range_stream.h"
 #include "hdf5/hdf5_format.h"
 #include "hdf5/hdf5_util.h"
+#include "storage/field_block.h"
 #include "storage/manifest_json.h"
 #include "storage/payload.h"
 
@@ -99,7 +101,46 @@ struct Index {
   std::uint64_t data_size = 0;
   bool pixels = false;  // the pixels layout: /images instead of /data and /offsets
   std::uint32_t pixel_height = 0, pixel_width = 0;
+  // Version 3: each field's /fields/<name>/ datasets, read into memory at open.
+  struct Field {
+    std::vector<std::byte> values;
+    std::vector<std::uint64_t> offsets;  // N + 1, into values
+    std::vector<std::uint8_t> present;
+    std::vector<std::uint64_t> checksums;
+  };
+  std::vector<Field> fields;
 };
+
+// REQUIRES: the caller holds LibraryMutex(). The fields' datasets, checked to describe their
+// values exactly (increasing offsets ending at the values' size, absent values empty).
+Status ReadFields(hid_t f, const fs::path& path, std::uint64_t count,
+                  const std::vector<FieldSpec>& schema, Index* index) {
+  for (const FieldSpec& spec : schema) {
+    const std::string group = std::string(kFieldsGroup) + "/" + spec.name + "/";
+    Index::Field& field = index->fields.emplace_back();
+    std::vector<std::uint8_t> values;
+    PACKREC_RETURN_IF_ERROR(
+        ReadVector(f, (group + "values").c_str(), H5T_NATIVE_UINT8, std::nullopt, &values, path));
+    field.values.resize(values.size());
+    if (!values.empty()) std::memcpy(field.values.data(), values.data(), values.size());
+    PACKREC_RETURN_IF_ERROR(ReadVector(f, (group + "offsets").c_str(), H5T_NATIVE_UINT64, count + 1,
+                                       &field.offsets, path));
+    PACKREC_RETURN_IF_ERROR(
+        ReadVector(f, (group + "present").c_str(), H5T_NATIVE_UINT8, count, &field.present, path));
+    PACKREC_RETURN_IF_ERROR(ReadVector(f, (group + "checksums").c_str(), H5T_NATIVE_UINT64, count,
+                                       &field.checksums, path));
+    bool ordered = field.offsets.front() == 0 && field.offsets.back() == field.values.size();
+    for (std::uint64_t i = 0; ordered && i < count; ++i) {
+      ordered = field.offsets[i] <= field.offsets[i + 1] &&
+                (field.present[i] != 0 || field.offsets[i] == field.offsets[i + 1]);
+    }
+    if (!ordered) {
+      return Status::Corruption(path.string() + ": /" + group +
+                                "offsets do not describe its values");
+    }
+  }
+  return Status::OK();
+}
 
 // Reads single images out of the pixels layout's /images. HDF5 identifiers are opened, used and
 // closed under the library lock.
@@ -380,9 +421,54 @@ class Hdf5Reader final : public Reader {
     } else {
       view.bytes = stored;
     }
+    if (!index_.fields.empty()) {
+      scratch.fields.resize(index_.fields.size());
+      for (std::size_t f = 0; f < index_.fields.size(); ++f) {
+        PACKREC_ASSIGN_OR_RETURN(scratch.fields[f], FieldValue(i, f, verify));
+      }
+      view.fields = scratch.fields;
+    }
     return view;
   }
 
+  // Record i's value of field f, from the fields read at open; its checksum checked when
+  // `verify`.
+  Result<FieldView> FieldValue(std::uint64_t i, std::size_t f, bool verify) const {
+    const Index::Field& field = index_.fields[f];
+    if (field.present[i] == 0) return FieldView{};
+    const FieldView value{true,
+                          std::span<const std::byte>(field.values)
+                              .subspan(field.offsets[i], field.offsets[i + 1] - field.offsets[i])};
+    if (verify && Xxh64(value.bytes, /*seed=*/i) != field.checksums[i]) {
+      return Status::Corruption(path_.string() + ": record " + std::to_string(i) + " (key '" +
+                                index_.keys[i] + "'), field '" + info_.fields[f].name +
+                                "': checksum mismatch")
+          .WithRecordIndex(i);
+    }
+    return value;
+  }
+
+ public:
+  Result<FieldView> ReadField(std::uint64_t index, std::size_t field,
+                              ReadScratch& scratch) const override {
+    if (field >= index_.fields.size() || index >= info_.record_count) {
+      return Reader::ReadField(index, field, scratch);
+    }
+    return FieldValue(index, field, options_.verify_checksums);
+  }
+
+  Result<std::vector<std::uint32_t>> ReadLabels() const override {
+    std::vector<std::uint32_t> labels;
+    labels.reserve(index_.labels.size());
+    for (std::uint64_t i = 0; i < index_.labels.size(); ++i) {
+      PACKREC_RETURN_IF_ERROR(
+          CheckMeta(i, [&] { return path_.string() + ": record " + std::to_string(i); }));
+      labels.push_back(static_cast<std::uint32_t>(index_.labels[i]));
+    }
+    return labels;
+  }
+
+ private:
   // Record i's metadata as the file holds it: a label a RecordView can carry (uint32: an edited
   // -1 was delivered as 4294967295), and, from version 2, its checksum.
   template <typename Where>
@@ -439,6 +525,8 @@ Result<std::unique_ptr<Reader>> OpenHdf5Dataset(const fs::path& path, const Open
                                                kManifestFormatName, kHdf5FormatVersion));
     PACKREC_RETURN_IF_ERROR(
         ReadIndex(file.get(), path, manifest.record_count, manifest.format_version, &index));
+    PACKREC_RETURN_IF_ERROR(
+        ReadFields(file.get(), path, manifest.record_count, manifest.fields, &index));
     if (index.pixels) {
       Handle images(H5Dopen2(file.get(), kImages, H5P_DEFAULT), H5Dclose);
       if (!images.valid()) return Hdf5Error(StatusCode::kCorruption, "open /images in", path);

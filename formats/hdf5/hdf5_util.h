@@ -17,7 +17,11 @@ namespace packrec::hdf5 {
 
 // 2: /meta_checksums covers each record's label, sizes, flags and key. Version 1 files still
 // read; their metadata is under no checksum.
-inline constexpr std::uint32_t kHdf5FormatVersion = 2;
+// 3: records carry fields, one group /fields/<name> each (docs/formats/hdf5.md). Written only
+// for a dataset with fields; a dataset without is version 2, byte for byte as before.
+inline constexpr std::uint32_t kHdf5FormatVersion = 3;
+inline constexpr std::uint32_t kHdf5VersionWithoutFields = 2;
+inline constexpr char kFieldsGroup[] = "fields";
 inline constexpr char kManifestFormatName[] = "packrec-hdf5";
 inline constexpr char kManifestAttribute[] = "packrec_manifest";
 inline constexpr char kClassesAttribute[] = "classes";

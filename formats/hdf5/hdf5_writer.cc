@@ -101,6 +101,41 @@ Result<Handle> CreateDataDataset(hid_t file, hsize_t size, const fs::path& tmp) 
   return data;
 }
 
+// One field's values over all records, written at Finish as /fields/<name>/{values, offsets,
+// present, checksums}.
+struct FieldColumn {
+  std::vector<std::uint8_t> values;
+  std::vector<std::uint64_t> offsets{0};
+  std::vector<std::uint8_t> present;
+  std::vector<std::uint64_t> checksums;  // XXH64 of the value, seed = record index; 0 absent
+
+  void Add(const FieldView& value, std::uint64_t index) {
+    if (value.present) {
+      const auto* begin = reinterpret_cast<const std::uint8_t*>(value.bytes.data());
+      values.insert(values.end(), begin, begin + value.bytes.size());
+    }
+    offsets.push_back(values.size());
+    present.push_back(value.present ? 1 : 0);
+    checksums.push_back(value.present ? Xxh64(value.bytes, /*seed=*/index) : 0);
+  }
+
+  // REQUIRES: the caller holds LibraryMutex().
+  Status Write(hid_t file, const std::string& name, const fs::path& path) const {
+    const std::string group_name = std::string(kFieldsGroup) + "/" + name;
+    Handle group(H5Gcreate2(file, group_name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                 H5Gclose);
+    if (!group.valid())
+      return Hdf5Error(StatusCode::kIOError, "create /" + group_name + " in", path);
+    PACKREC_RETURN_IF_ERROR(
+        WriteVector(group.get(), "values", H5T_STD_U8LE, H5T_NATIVE_UINT8, values, path));
+    PACKREC_RETURN_IF_ERROR(
+        WriteVector(group.get(), "offsets", H5T_STD_U64LE, H5T_NATIVE_UINT64, offsets, path));
+    PACKREC_RETURN_IF_ERROR(
+        WriteVector(group.get(), "present", H5T_STD_U8LE, H5T_NATIVE_UINT8, present, path));
+    return WriteVector(group.get(), "checksums", H5T_STD_U64LE, H5T_NATIVE_UINT64, checksums, path);
+  }
+};
+
 // What both layouts keep per record and write at Finish.
 struct RecordTables {
   std::vector<std::int64_t> labels;
@@ -109,9 +144,15 @@ struct RecordTables {
   std::vector<std::uint8_t> channels, encodings, flags, subsampling;
   std::vector<std::uint64_t> checksums, raw_sizes, meta_checksums;
   std::uint32_t label_count = 0;
+  std::vector<FieldSpec> schema;
+  std::vector<FieldColumn> fields;  // one per schema field
 
   void Add(const RecordInput& record, std::span<const std::byte> stored, bool zstd) {
     const std::uint64_t index = labels.size();
+    fields.resize(schema.size());
+    for (std::size_t f = 0; f < fields.size(); ++f) {
+      fields[f].Add(f < record.fields.size() ? record.fields[f] : FieldView{}, index);
+    }
     labels.push_back(record.label);
     keys.emplace_back(record.key);
     widths.push_back(record.image.width);
@@ -167,7 +208,22 @@ struct RecordTables {
     }
     PACKREC_RETURN_IF_ERROR(
         WriteVector(file, kKeyBytes, H5T_STD_U8LE, H5T_NATIVE_UINT8, key_bytes, path));
-    return WriteVector(file, kKeyOffsets, H5T_STD_U64LE, H5T_NATIVE_UINT64, key_offsets, path);
+    PACKREC_RETURN_IF_ERROR(
+        WriteVector(file, kKeyOffsets, H5T_STD_U64LE, H5T_NATIVE_UINT64, key_offsets, path));
+    return WriteFields(file, path);
+  }
+
+  // REQUIRES: the caller holds LibraryMutex().
+  Status WriteFields(hid_t file, const fs::path& path) const {
+    if (schema.empty()) return Status::OK();
+    Handle group(H5Gcreate2(file, kFieldsGroup, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+    if (!group.valid()) return Hdf5Error(StatusCode::kIOError, "create /fields in", path);
+    for (std::size_t f = 0; f < schema.size(); ++f) {
+      const FieldColumn empty;
+      PACKREC_RETURN_IF_ERROR(
+          (f < fields.size() ? fields[f] : empty).Write(file, schema[f].name, path));
+    }
+    return Status::OK();
   }
 };
 
@@ -210,20 +266,25 @@ class Hdf5WriterBase : public DatasetWriter {
       : target_(std::move(target)),
         tmp_(WithSuffix(target_, kTempSuffix)),
         options_(std::move(options)),
-        file_(std::move(file)) {}
+        file_(std::move(file)) {
+    tables_.schema = options_.fields;
+  }
   ~Hdf5WriterBase() override = default;
 
   Status Add(const RecordInput& record) final {
     if (finished_) return Status::Internal("Add on a finished HDF5 writer");
     PACKREC_RETURN_IF_ERROR(CheckKeySize(tables_.labels.size(), record.key.size(), kMaxKeyBytes));
+    PACKREC_RETURN_IF_ERROR(CheckRecordFields(options_, record, tables_.labels.size()));
     return AddPayload(record);
   }
 
   Status Finish(const DatasetMetadata& metadata) final {
     if (finished_) return Status::Internal("Finish on a finished HDF5 writer");
-    const DatasetManifest manifest =
-        ManifestFromMetadata(metadata, kManifestFormatName, kHdf5FormatVersion,
-                             tables_.labels.size(), StoredBytes(), tables_.label_count);
+    DatasetManifest manifest = ManifestFromMetadata(
+        metadata, kManifestFormatName,
+        options_.fields.empty() ? kHdf5VersionWithoutFields : kHdf5FormatVersion,
+        tables_.labels.size(), StoredBytes(), tables_.label_count);
+    manifest.fields = options_.fields;
     PACKREC_ASSIGN_OR_RETURN(const std::string text, SerializeManifestJson(manifest));
     PACKREC_RETURN_IF_ERROR(PrepareFinish());
     {

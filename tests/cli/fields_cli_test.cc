@@ -152,30 +152,35 @@ TEST_CASE(
 TEST_CASE("a format that cannot keep the fields refuses the conversion and says which can") {
   test::TempDir dir;
   MakeSideFileTree(dir / "tree");
-  const test::CommandResult run = test::RunCli(
-      "convert --format hdf5 " + test::Quote(dir / "tree") + " " + test::Quote(dir / "ds"));
+  const test::CommandResult run = test::RunCli("convert --format wds " + test::Quote(dir / "tree") +
+                                               " " + test::Quote(dir / "ds"));
   CHECK(run.exit_code != 0);
   CHECK(run.output.find("does not store record fields") != std::string::npos);
-  CHECK(run.output.find("the shard and lmdb formats keep them") != std::string::npos);
+  CHECK(run.output.find("the shard, lmdb and hdf5 formats keep them") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "ds"));
 }
 
-TEST_CASE("folder with side files -> LMDB -> extract gives every file back byte for byte") {
-  test::TempDir dir;
-  MakeSideFileTree(dir / "tree");
-  REQUIRE(test::RunCli("convert --format lmdb --commit-records 3 " + test::Quote(dir / "tree") +
-                       " " + test::Quote(dir / "ds"))
-              .exit_code == 0);
-  REQUIRE(test::RunCli("verify " + test::Quote(dir / "ds")).exit_code == 0);
-  REQUIRE(test::RunCli("extract " + test::Quote(dir / "ds") + " " + test::Quote(dir / "out"))
-              .exit_code == 0);
-  CHECK(Files(dir / "tree") == Files(dir / "out"));
-  // LMDB -> shard keeps them too.
-  REQUIRE(test::RunCli("convert " + test::Quote(dir / "ds") + " " + test::Quote(dir / "shard"))
-              .exit_code == 0);
-  REQUIRE(test::RunCli("extract " + test::Quote(dir / "shard") + " " + test::Quote(dir / "out2"))
-              .exit_code == 0);
-  CHECK(Files(dir / "tree") == Files(dir / "out2"));
+TEST_CASE("folder with side files -> LMDB or HDF5 -> extract gives every file back byte for byte") {
+  for (const std::string format : {"lmdb", "hdf5"}) {
+    CAPTURE(format);
+    test::TempDir dir;
+    MakeSideFileTree(dir / "tree");
+    const fs::path ds = dir / (format == "hdf5" ? "ds.h5" : "ds");
+    REQUIRE(test::RunCli("convert --format " + format + " " + test::Quote(dir / "tree") + " " +
+                         test::Quote(ds))
+                .exit_code == 0);
+    REQUIRE(test::RunCli("verify " + test::Quote(ds)).exit_code == 0);
+    REQUIRE(test::RunCli("extract " + test::Quote(ds) + " " + test::Quote(dir / "out")).exit_code ==
+            0);
+    CHECK(Files(dir / "tree") == Files(dir / "out"));
+    // -> shard keeps them too.
+    REQUIRE(
+        test::RunCli("convert " + test::Quote(ds) + " " + test::Quote(dir / "shard")).exit_code ==
+        0);
+    REQUIRE(test::RunCli("extract " + test::Quote(dir / "shard") + " " + test::Quote(dir / "out2"))
+                .exit_code == 0);
+    CHECK(Files(dir / "tree") == Files(dir / "out2"));
+  }
 }
 
 }  // namespace

@@ -94,14 +94,19 @@ void CheckFieldRecords(const Reader& reader, std::size_t count) {
   }
 }
 
-TEST_CASE("shard and LMDB datasets keep every field of every record, absent ones absent") {
-  for (const std::string format : {"shard", "lmdb"}) {
+// Where a test writes its dataset of `format`: HDF5's is one file.
+fs::path DatasetPath(const test::TempDir& dir, const std::string& name, const std::string& format) {
+  return dir / (format == "hdf5" ? name + ".h5" : name);
+}
+
+TEST_CASE("shard, LMDB and HDF5 datasets keep every field of every record, absent ones absent") {
+  for (const std::string format : {"shard", "lmdb", "hdf5"}) {
     CAPTURE(format);
     test::TempDir dir;
     WriterOptions options;
     options.format = format;
-    WriteFieldDataset(dir / "ds", 7, options);
-    auto reader = OpenDataset(dir / "ds");
+    WriteFieldDataset(DatasetPath(dir, "ds", format), 7, options);
+    auto reader = OpenDataset(DatasetPath(dir, "ds", format));
     REQUIRE(reader.ok());
     CHECK((*reader)->info().format_version == (format == "shard" ? 2u : 3u));
     CheckFieldRecords(**reader, 7);
@@ -121,8 +126,8 @@ TEST_CASE("shard and LMDB datasets keep every field of every record, absent ones
     small.shard_size_bytes = 4096;
     small.lmdb.commit_records = 2;
     small.compression = Compression::kZstd;
-    WriteFieldDataset(dir / "small", 7, small);
-    auto split = OpenDataset(dir / "small");
+    WriteFieldDataset(DatasetPath(dir, "small", format), 7, small);
+    auto split = OpenDataset(DatasetPath(dir, "small", format));
     REQUIRE(split.ok());
     if (format == "shard") CHECK((*split)->info().files.size() > 1);
     CheckFieldRecords(**split, 7);
@@ -238,7 +243,7 @@ TEST_CASE("a schema is checked: names unique and not the record's own, shapes on
 
 TEST_CASE("formats that do not store fields yet refuse a schema instead of dropping it") {
   test::TempDir dir;
-  for (const std::string format : {"hdf5", "wds", "tfrecord", "recordio"}) {
+  for (const std::string format : {"wds", "tfrecord", "recordio"}) {
     WriterOptions options;
     options.format = format;
     options.fields = DetectionSchema();
@@ -255,13 +260,16 @@ TEST_CASE("formats that do not store fields yet refuse a schema instead of dropp
 }
 
 TEST_CASE("a flipped bit in any field's bytes is found and named by record and field") {
-  for (const std::string format : {"shard", "lmdb"}) {
+  for (const std::string format : {"shard", "lmdb", "hdf5"}) {
     CAPTURE(format);
     test::TempDir dir;
     WriterOptions options;
     options.format = format;
-    WriteFieldDataset(dir / "ds", 4, options);
-    const fs::path file = dir / "ds" / (format == "shard" ? "shard-000000.pkr" : "data.mdb");
+    const fs::path path = DatasetPath(dir, "ds", format);
+    WriteFieldDataset(path, 4, options);
+    const fs::path file = format == "hdf5"    ? path
+                          : format == "shard" ? path / "shard-000000.pkr"
+                                              : path / "data.mdb";
     const std::vector<std::byte> original = test::ReadBytes(file);
     for (std::size_t field = 0; field < DetectionSchema().size(); ++field) {
       CAPTURE(field);
@@ -273,7 +281,7 @@ TEST_CASE("a flipped bit in any field's bytes is found and named by record and f
       const auto found = std::search(original.begin(), original.end(), value.begin(), value.end());
       REQUIRE(found != original.end());
       test::FlipByte(file, static_cast<std::uint64_t>(found - original.begin()) + value.size() / 2);
-      auto reader = OpenDataset(dir / "ds");
+      auto reader = OpenDataset(path);
       REQUIRE(reader.ok());
       test::CollectingReporter collect;
       (*reader)->Verify(collect);
