@@ -96,6 +96,9 @@ struct LoaderOptions {
   OnBadRecord on_bad_record = OnBadRecord::kFail;
   bool pin_memory = true;  // page-locked buffers (cudaHostAlloc) when CUDA is built and present
   DecodeLimits limits;
+  // Fields delivered with each batch, by name (DatasetInfo::fields); InvalidArgument for a name
+  // the dataset does not have. Empty: images and labels only, at the same speed as before.
+  std::vector<std::string> fields;
 };
 
 // Where a loader is in its sequence, small enough for a checkpoint (ToJson). It names everything
@@ -155,8 +158,30 @@ class Batch {
   // Where the images live (for an upload): capacity x H x W x 3 bytes.
   const std::uint8_t* data() const { return images_; }
 
+  // The requested fields (LoaderOptions::fields), j in [0, field_count()): every record's value
+  // back to back (field_values), record i's at [field_offsets[i], field_offsets[i + 1]), and
+  // whether record i has one (a record lacking the field has an empty range). Numbers are as
+  // stored (little-endian), text and JSON as written.
+  std::size_t field_count() const { return fields_.size(); }
+  std::span<const std::byte> field_values(std::size_t j) const { return fields_[j].values; }
+  std::span<const std::uint64_t> field_offsets(std::size_t j) const {
+    return {fields_[j].offsets.data(), std::size_t{size_} + 1};
+  }
+  std::span<const std::uint8_t> field_present(std::size_t j) const {
+    return {fields_[j].present.data(), size_};
+  }
+  FieldView field(std::size_t j, std::uint32_t i) const {
+    const std::uint64_t begin = fields_[j].offsets[i], end = fields_[j].offsets[i + 1];
+    return {fields_[j].present[i] != 0, field_values(j).subspan(begin, end - begin)};
+  }
+
  private:
   friend class BatchFiller;
+  struct FieldColumn {
+    std::vector<std::byte> values;
+    std::vector<std::uint64_t> offsets;
+    std::vector<std::uint8_t> present;
+  };
   std::uint64_t epoch_ = 0;
   std::uint64_t index_ = 0;
   std::uint32_t size_ = 0;
@@ -170,6 +195,11 @@ class Batch {
   std::vector<std::uint64_t> records_;
   std::vector<std::byte> encoded_;
   std::vector<std::size_t> encoded_offsets_;
+  std::vector<FieldColumn> fields_;
+  // Each slot's field values while the batch fills (slots fill on several threads; the columns
+  // are made from them when the batch is complete): slot_values_[slot * fields + j].
+  std::vector<std::vector<std::byte>> slot_values_;
+  std::vector<std::uint8_t> slot_present_;
 };
 
 struct LoaderStats {

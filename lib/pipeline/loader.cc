@@ -37,13 +37,42 @@ class BatchFiller {
     batch.encoded_offsets_.assign(1, 0);
   }
   static void Setup(Batch& batch, std::uint8_t* images, bool pinned, std::uint32_t capacity,
-                    std::uint32_t height, std::uint32_t width) {
+                    std::uint32_t height, std::uint32_t width, std::size_t fields) {
     batch.images_ = images;
     batch.pinned_ = pinned;
     batch.height_ = height;
     batch.width_ = width;
     batch.labels_.resize(capacity);
     batch.records_.resize(capacity);
+    batch.fields_.resize(fields);
+    batch.slot_values_.resize(std::size_t{capacity} * fields);
+    batch.slot_present_.resize(std::size_t{capacity} * fields);
+  }
+  // Copies the requested fields (`which`: indices into the schema) of a record into `slot`.
+  static void StageFields(Batch& batch, std::uint32_t slot, const RecordView& view,
+                          const std::vector<std::size_t>& which) {
+    for (std::size_t j = 0; j < which.size(); ++j) {
+      const FieldView value = which[j] < view.fields.size() ? view.fields[which[j]] : FieldView{};
+      const std::size_t at = std::size_t{slot} * which.size() + j;
+      batch.slot_values_[at].assign(value.bytes.begin(), value.bytes.end());
+      batch.slot_present_[at] = value.present ? 1 : 0;
+    }
+  }
+  // The field columns of the batch's records, from slots [0, size) (after Close's compaction).
+  static void AssembleFields(Batch& batch) {
+    const std::size_t count = batch.fields_.size();
+    for (std::size_t j = 0; j < count; ++j) {
+      Batch::FieldColumn& column = batch.fields_[j];
+      column.values.clear();
+      column.offsets.assign(1, 0);
+      column.present.clear();
+      for (std::uint32_t i = 0; i < batch.size_; ++i) {
+        const std::vector<std::byte>& value = batch.slot_values_[std::size_t{i} * count + j];
+        column.values.insert(column.values.end(), value.begin(), value.end());
+        column.offsets.push_back(column.values.size());
+        column.present.push_back(batch.slot_present_[std::size_t{i} * count + j]);
+      }
+    }
   }
   static std::span<std::uint8_t> Slot(Batch& batch, std::uint32_t i) {
     return {batch.images_ + batch.image_bytes() * i, batch.image_bytes()};
@@ -74,6 +103,13 @@ class BatchFiller {
         std::memmove(Slot(batch, size).data(), Slot(batch, i).data(), batch.image_bytes());
         batch.labels_[size] = batch.labels_[i];
         batch.records_[size] = batch.records_[i];
+        const std::size_t count = batch.fields_.size();
+        for (std::size_t j = 0; j < count; ++j) {
+          batch.slot_values_[std::size_t{size} * count + j].swap(
+              batch.slot_values_[std::size_t{i} * count + j]);
+          batch.slot_present_[std::size_t{size} * count + j] =
+              batch.slot_present_[std::size_t{i} * count + j];
+        }
       }
       ++size;
     }
@@ -113,6 +149,24 @@ struct BufferPool {
   }
 };
 
+// The schema index of each requested field; InvalidArgument naming one the dataset lacks.
+Result<std::vector<std::size_t>> FieldIndices(const DatasetInfo& info,
+                                              const LoaderOptions& options) {
+  std::vector<std::size_t> indices;
+  for (const std::string& name : options.fields) {
+    std::size_t f = 0;
+    while (f < info.fields.size() && info.fields[f].name != name) ++f;
+    if (f == info.fields.size()) {
+      std::string known;
+      for (const FieldSpec& spec : info.fields) known += (known.empty() ? "" : ", ") + spec.name;
+      return Status::InvalidArgument("fields: the dataset has no field '" + name +
+                                     "' (its fields: " + (known.empty() ? "none" : known) + ")");
+    }
+    indices.push_back(f);
+  }
+  return indices;
+}
+
 Status ValidateOptions(const LoaderOptions& options) {
   if (options.batch_size == 0) return Status::InvalidArgument("batch_size must be at least 1");
   if (options.prefetch_batches == 0) {
@@ -147,6 +201,7 @@ class LoaderImpl final : public Loader {
       : reader_(std::move(reader)),
         options_(options),
         fingerprint_(DatasetFingerprint(reader_->info())),
+        field_indices_(FieldIndices(reader_->info(), options_).value()),
         sequence_(reader_->info(), options_, 0) {
     for (std::uint32_t i = 0; i < options_.prefetch_batches; ++i) free_.push_back(NewBuffer());
     pool_->owner = this;
@@ -321,7 +376,7 @@ class LoaderImpl final : public Loader {
       std::memset(pooled->memory, 0, bytes);
     }
     BatchFiller::Setup(pooled->batch, pooled->memory, pooled->pinned, options_.batch_size, side,
-                       side);
+                       side, field_indices_.size());
     pool_->buffers.push_back(std::move(pooled));
     return pool_->buffers.back().get();
   }
@@ -492,6 +547,7 @@ class LoaderImpl final : public Loader {
       return;
     }
     BatchFiller::SetPadded(batch, filling.padded);
+    BatchFiller::AssembleFields(batch);
     stats_.images += batch.size();
     stats_.skipped += batch.skipped();
     ready_.emplace(filling.index, Finished{filling.pooled, Status::OK()});
@@ -533,6 +589,8 @@ class LoaderImpl final : public Loader {
     };
     if (options_.transform == TransformKind::kNone) {
       BatchFiller::AppendEncoded(batch, view->bytes);
+      // Appended in order: the record's place is the batch's size before the commit.
+      BatchFiller::StageFields(batch, batch.size(), *view, field_indices_);
       BatchFiller::Commit(batch, view->label, record);
       return Status::OK();
     }
@@ -557,6 +615,7 @@ class LoaderImpl final : public Loader {
     if (flip) {
       FlipHorizontal(BatchFiller::Slot(batch, slot), options_.output_size, options_.output_size);
     }
+    BatchFiller::StageFields(batch, slot, *view, field_indices_);
     BatchFiller::Place(batch, slot, view->label, record);
     return Status::OK();
   }
@@ -564,6 +623,7 @@ class LoaderImpl final : public Loader {
   const std::shared_ptr<const Reader> reader_;
   const LoaderOptions options_;
   const std::string fingerprint_;
+  const std::vector<std::size_t> field_indices_;  // the requested fields, in the schema
   const std::shared_ptr<BufferPool> pool_ = std::make_shared<BufferPool>();
 
   // Images per chunk at most: enough that a claim's lock is noise next to the decodes, few
@@ -596,6 +656,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Reader> rea
                                                const std::optional<LoaderState>& resume_from) {
   if (reader == nullptr) return Status::InvalidArgument("no reader");
   PACKREC_RETURN_IF_ERROR(ValidateOptions(options));
+  PACKREC_RETURN_IF_ERROR(FieldIndices(reader->info(), options).status());
   if (options.shuffle == ShuffleMode::kShards) {
     const std::size_t files = std::max<std::size_t>(1, reader->info().files.size());
     if (files % options.world_size != 0) {

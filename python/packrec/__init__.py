@@ -207,14 +207,25 @@ class Loader:
     the epoch's first records; every batch full) or "drop" (left out; drop_last=True means this).
     plan() reports what the epoch holds (padded and dropped counts).
     on_bad_record: "raise" (the error names the record) or "skip".
+    fields: names of record fields (Dataset.fields) delivered with each batch, which then is
+    (images, labels, {name: values}): numbers as one array/tensor (N, count, *shape) when every
+    record has the same count, else a list (None where a record lacks the field); text and JSON
+    as str; bytes as bytes.
     """
 
     def __init__(self, source, batch_size=256, threads=0, prefetch=4, shuffle=True, seed=0,
                  rank=0, world_size=1, transform="eval", size=224, resize=None, drop_last=False,
                  device=None, normalize=None, output=None, scale=(0.08, 1.0),
                  ratio=(3 / 4, 4 / 3), flip=True, shuffle_window=4096, on_bad_record="raise",
-                 pin_memory=True, half=False, last_batch=None, resume_from=None):
+                 pin_memory=True, half=False, last_batch=None, resume_from=None, fields=()):
         self.dataset = source if isinstance(source, Dataset) else open(source)
+        self.fields = (fields,) if isinstance(fields, str) else tuple(fields)
+        schema = {field["name"]: field for field in self.dataset.fields}
+        for name in self.fields:
+            if name not in schema:
+                raise errors.InvalidArgumentError(
+                    f"fields: the dataset has no field {name!r} (its fields: {', '.join(schema) or 'none'})")
+        self._field_specs = [schema[name] for name in self.fields]
         if last_batch is None:
             last_batch = "drop" if drop_last else "short"
         elif drop_last and last_batch != "drop":
@@ -247,7 +258,7 @@ class Loader:
             int(resize), (float(scale[0]), float(scale[1])), (float(ratio[0]), float(ratio[1])),
             bool(flip), on_bad_record, bool(pin_memory), cuda_device,
             (self.normalize[0], self.normalize[1], self.half) if (self.normalize and cuda_device is not None) else None,
-            None if resume_from is None else _state_json(resume_from))
+            None if resume_from is None else _state_json(resume_from), list(self.fields))
         self._running = json.loads(self._impl.state())["epoch"]  # the epoch the C++ loader is in
         self._epoch = self._running  # the epoch the next iteration runs
         self._pending = True  # the C++ loader stands where the next iteration starts
@@ -312,6 +323,35 @@ class Loader:
         self._running, self._pending = self._epoch, False
 
     def _convert(self, batch):
+        converted = self._convert_images(batch)
+        if not self.fields:
+            return converted
+        host = batch.host if self.device is not None else batch
+        return (*converted, {spec["name"]: self._field_values(host, j, spec)
+                             for j, spec in enumerate(self._field_specs)})
+
+    def _field_values(self, batch, j, spec):
+        """Field j of every record of the batch: numbers as one array (N, count, *shape) when
+        every record has the same count, else a list of arrays (None where absent); text and
+        JSON as str; bytes as bytes."""
+        values, offsets, present = batch.field_data(j)
+        items = [values[offsets[i]:offsets[i + 1]] if present[i] else None for i in range(len(present))]
+        if spec["type"] in ("text", "json"):
+            return [None if item is None else item.decode("utf-8") for item in items]
+        if spec["type"] == "bytes":
+            return items
+        numpy = _numpy()
+        dtype = numpy.dtype("<i8" if spec["type"] == "int64[]" else "<f4")
+        arrays = [None if item is None else numpy.frombuffer(item, dtype).reshape(-1, *spec["shape"]).copy()
+                  for item in items]
+        if arrays and all(a is not None for a in arrays) and len({a.shape for a in arrays}) == 1:
+            stacked = numpy.stack(arrays)
+            return _torch().from_numpy(stacked) if self.output == "torch" else stacked
+        if self.output == "torch":
+            return [None if a is None else _torch().from_numpy(a) for a in arrays]
+        return arrays
+
+    def _convert_images(self, batch):
         if self.device is not None:
             return self._on_device(batch)
         if self.transform == "none":

@@ -149,8 +149,10 @@ LoaderOptions MakeOptions(std::uint32_t batch_size, unsigned threads, std::uint3
                           const std::string& transform, std::uint32_t output_size,
                           std::uint32_t resize_size, std::pair<float, float> scale,
                           std::pair<float, float> ratio, bool random_flip,
-                          const std::string& on_bad_record, bool pin_memory) {
+                          const std::string& on_bad_record, bool pin_memory,
+                          std::vector<std::string> fields) {
   LoaderOptions options;
+  options.fields = std::move(fields);
   options.batch_size = batch_size;
   options.threads = threads;
   options.prefetch_batches = prefetch;
@@ -229,7 +231,24 @@ void BindLoader(py::module_& module) {
             }
             return out;
           },
-          "transform='none': each record's encoded bytes");
+          "transform='none': each record's encoded bytes")
+      .def(
+          "field_data",
+          [](const BatchHandle& b, std::size_t j) {
+            const Batch& batch = *b.batch;
+            if (j >= batch.field_count())
+              throw py::index_error("no requested field " + std::to_string(j));
+            const std::span<const std::byte> values = batch.field_values(j);
+            const std::span<const std::uint64_t> offsets = batch.field_offsets(j);
+            const std::span<const std::uint8_t> present = batch.field_present(j);
+            return py::make_tuple(
+                py::bytes(reinterpret_cast<const char*>(values.data()), values.size()),
+                std::vector<std::uint64_t>(offsets.begin(), offsets.end()),
+                std::vector<bool>(present.begin(), present.end()));
+          },
+          py::arg("j"),
+          "Requested field j: (every record's value back to back, N + 1 offsets, N presence "
+          "flags)");
 
   py::class_<GpuBatchHandle>(module, "GpuBatch", "A batch whose upload to the device has begun")
       .def_property_readonly(
@@ -278,7 +297,8 @@ void BindLoader(py::module_& module) {
                        std::pair<float, float> scale, std::pair<float, float> ratio,
                        bool random_flip, const std::string& on_bad_record, bool pin_memory,
                        std::optional<int> cuda_device, std::optional<py::tuple> normalize,
-                       const std::optional<std::string>& resume_from) {
+                       const std::optional<std::string>& resume_from,
+                       std::vector<std::string> fields) {
              std::optional<Normalize> norm;
              if (normalize) {
                Normalize n;
@@ -293,7 +313,8 @@ void BindLoader(py::module_& module) {
                  dataset,
                  MakeOptions(batch_size, threads, prefetch, shuffle, seed, shuffle_window,
                              last_batch, rank, world_size, transform, output_size, resize_size,
-                             scale, ratio, random_flip, on_bad_record, pin_memory),
+                             scale, ratio, random_flip, on_bad_record, pin_memory,
+                             std::move(fields)),
                  cuda_device, norm, resume_from);
            }),
            py::arg("dataset"), py::arg("batch_size"), py::arg("threads"), py::arg("prefetch"),
@@ -301,7 +322,8 @@ void BindLoader(py::module_& module) {
            py::arg("rank"), py::arg("world_size"), py::arg("transform"), py::arg("output_size"),
            py::arg("resize_size"), py::arg("scale"), py::arg("ratio"), py::arg("random_flip"),
            py::arg("on_bad_record"), py::arg("pin_memory"), py::arg("cuda_device"),
-           py::arg("normalize"), py::arg("resume_from"))
+           py::arg("normalize"), py::arg("resume_from"),
+           py::arg("fields") = std::vector<std::string>{})
       .def("start_epoch", &PyLoader::StartEpoch, py::arg("epoch"))
       .def("state", &PyLoader::State)
       .def("resume", &PyLoader::Resume, py::arg("state"))

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "packrec/loader.h"
 #include "packrec/reader.h"
 #include "packrec/writer.h"
 #include "shard/shard_layout.h"
@@ -297,6 +298,54 @@ TEST_CASE("a flipped bit in any field's bytes is found and named by record and f
       CHECK((*reader)->Read(2, scratch).status().code() == StatusCode::kCorruption);
     }
   }
+}
+
+}  // namespace
+}  // namespace packrec
+
+namespace packrec {
+namespace {
+
+TEST_CASE("the loader delivers the requested fields of each batch's records, in batch order") {
+  test::TempDir dir;
+  WriteFieldDataset(dir / "ds", 11);
+  const std::shared_ptr<const Reader> reader = test::OpenShared(dir / "ds");
+  for (const TransformKind transform : {TransformKind::kEval, TransformKind::kNone}) {
+    CAPTURE(static_cast<int>(transform));
+    LoaderOptions options;
+    options.batch_size = 4;
+    options.threads = 3;
+    options.output_size = 32;
+    options.resize_size = 32;
+    options.transform = transform;
+    options.fields = {"boxes", "caption", "mask"};  // schema fields 3, 0, 2
+    auto loader = Loader::Create(reader, options);
+    REQUIRE_MESSAGE(loader.ok(), loader.status().ToString());
+    std::size_t records = 0;
+    for (;;) {
+      auto batch = (*loader)->Next();
+      REQUIRE(batch.ok());
+      if (*batch == nullptr) break;
+      const Batch& b = **batch;
+      REQUIRE(b.field_count() == 3);
+      for (std::uint32_t i = 0; i < b.size(); ++i) {
+        const FieldRecord expected = MakeFieldRecord(b.record_indices()[i]);
+        const std::size_t schema_index[] = {3, 0, 2};
+        for (std::size_t j = 0; j < 3; ++j) {
+          const FieldView want = expected.views[schema_index[j]];
+          CHECK(b.field(j, i).present == want.present);
+          CHECK(SameBytes(b.field(j, i).bytes, want.bytes));
+        }
+      }
+      records += b.size();
+    }
+    CHECK(records == 11);
+  }
+  LoaderOptions unknown;
+  unknown.fields = {"masks"};
+  const Status refused = Loader::Create(reader, unknown).status();
+  CHECK(refused.code() == StatusCode::kInvalidArgument);
+  CHECK(refused.message().find("no field 'masks'") != std::string::npos);
 }
 
 }  // namespace

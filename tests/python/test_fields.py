@@ -254,3 +254,25 @@ def test_metadata_csv_columns_typed_like_pandas(tmp_path):
         assert sample["count"].tolist() == [int(want["count"])]
         assert sample["ratio"].tolist() == [float(want["ratio"])]
         assert sample["note"] == (want["note"] or None)  # an empty cell: the field is absent
+
+
+def test_loader_delivers_fields_with_each_batch(detection_dataset):
+    ds = packrec.open(detection_dataset)
+    loader = packrec.Loader(ds, batch_size=4, shuffle=False, threads=2, size=32, output="numpy",
+                            fields=("boxes", "labels", "caption", "score"))
+    seen = 0
+    for images, labels, fields in loader:
+        assert images.shape[1:] == (32, 32, 3)
+        assert set(fields) == {"boxes", "labels", "caption", "score"}
+        # score has one number per record: one array for the batch; boxes vary in count: a list.
+        assert fields["score"].shape == (len(labels), 1)
+        for i in range(len(labels)):
+            sample = ds.sample(seen + i)
+            assert fields["boxes"][i].tolist() == sample["boxes"].tolist()
+            assert fields["labels"][i].tolist() == sample["labels"].tolist()
+            assert fields["caption"][i] == sample["caption"]
+            assert fields["score"][i].tolist() == sample["score"].tolist()
+        seen += len(labels)
+    assert seen == len(ds)
+    with pytest.raises(packrec.Error, match="no field 'masks'"):
+        packrec.Loader(ds, fields=("masks",))
