@@ -21,12 +21,45 @@ from ._packrec import max_image_pixels, set_max_image_pixels
 from ._packrec import _convert, _Loader, _merge
 from .errors import Error
 
-__all__ = ["open", "convert", "formats", "source_formats", "merge", "synth", "decode", "image_info", "Loader", "Dataset", "Batch", "Error",
+__all__ = ["open", "Record", "convert", "formats", "source_formats", "merge", "synth", "decode", "image_info", "Loader", "Dataset", "Batch", "Error",
            "max_image_pixels", "set_max_image_pixels",
            "errors", "gpu_available", "__version__"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+class Record(tuple):
+    """ds[i] of a dataset with fields: still the tuple (bytes, label, key), so `data, label, key
+    = ds[i]` keeps working, with each field by name (rec["caption"]) and as an attribute
+    (rec.caption) when the name is an identifier; rec.fields is the dict of them (None where the
+    record lacks one). image, label and key are attributes too."""
+
+    def __new__(cls, values, fields):
+        record = super().__new__(cls, values)
+        record.fields = dict(fields)
+        return record
+
+    def __getnewargs__(self):
+        return tuple(self), self.fields
+
+    image = property(lambda self: tuple.__getitem__(self, 0))
+    label = property(lambda self: tuple.__getitem__(self, 1))
+    key = property(lambda self: tuple.__getitem__(self, 2))
+
+    def __getitem__(self, item):
+        if isinstance(item, str):
+            return self.fields[item]
+        return tuple.__getitem__(self, item)
+
+    def __getattr__(self, name):
+        fields = self.__dict__.get("fields", {})
+        if name in fields:
+            return fields[name]
+        raise AttributeError(f"record has no field {name!r} (its fields: {', '.join(fields) or 'none'})")
+
+    def __repr__(self):
+        return f"Record(key={self.key!r}, label={self.label!r}, fields={sorted(self.fields)})"
 
 
 def open(path, verify_checksums=True):  # noqa: A001 - packrec.open, like gzip.open

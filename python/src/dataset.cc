@@ -84,8 +84,18 @@ class Dataset {
   const std::shared_ptr<const Reader>& reader() const { return reader_; }
 
   // (bytes, label, key) of record `index` (negative counts from the end, as in a list).
-  py::tuple Get(std::int64_t index) const {
-    std::uint64_t at = Resolve(index);
+  // With fields, a packrec.Record: still that tuple, with each field by name and as an attribute.
+  py::object Get(std::int64_t index) const {
+    const std::uint64_t at = Resolve(index);
+    if (!reader_->info().fields.empty()) {
+      py::dict sample = Sample(static_cast<std::int64_t>(at));
+      py::tuple values = py::make_tuple(sample["image"], sample["label"], sample["key"]);
+      py::dict fields;
+      for (const FieldSpec& spec : reader_->info().fields) {
+        fields[py::str(spec.name)] = sample[py::str(spec.name)];
+      }
+      return py::module_::import("packrec").attr("Record")(values, fields);
+    }
     Record record = ReadCopy(at);
     return py::make_tuple(Bytes(record.bytes), record.label, KeyToStr(record.key));
   }
@@ -303,7 +313,8 @@ void BindDataset(py::module_& module) {
       .def(py::init<std::string, bool>(), py::arg("path"), py::arg("verify_checksums") = true)
       .def("__len__", &Dataset::size)
       .def("__getitem__", &Dataset::Get, py::arg("index"),
-           "(encoded image bytes, label, key) of record `index`")
+           "(encoded image bytes, label, key) of record `index`; with fields, a packrec.Record "
+           "(that tuple, with each field as rec['name'] and rec.name)")
       .def("sample", &Dataset::Sample, py::arg("index"),
            "Record `index` whole, as a dict: image (bytes), label, key and each field by name "
            "(text: str, json: parsed, bytes: bytes, numbers: numpy array of shape (N, *shape); "

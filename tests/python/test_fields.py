@@ -276,3 +276,22 @@ def test_loader_delivers_fields_with_each_batch(detection_dataset):
     assert seen == len(ds)
     with pytest.raises(packrec.Error, match="no field 'masks'"):
         packrec.Loader(ds, fields=("masks",))
+
+
+def test_indexing_a_dataset_with_fields_gives_a_record_that_is_still_the_tuple(detection_dataset):
+    import pickle
+
+    ds = packrec.open(detection_dataset)
+    record = ds[2]
+    data, label, key = record  # as for a dataset without fields
+    assert isinstance(record, tuple) and isinstance(record, packrec.Record)
+    sample = ds.sample(2)
+    assert (data, label, key) == (sample["image"], sample["label"], sample["key"])
+    assert record.caption == record["caption"] == sample["caption"]
+    assert record["boxes"].tolist() == sample["boxes"].tolist()
+    assert record.key == key and record.label == label and record.image == data
+    assert sorted(record.fields) == ["boxes", "caption", "labels", "meta", "score"]
+    with pytest.raises(AttributeError, match="no field 'masks'"):
+        record.masks
+    copy = pickle.loads(pickle.dumps(record))
+    assert copy == record and copy.caption == record.caption
