@@ -350,3 +350,54 @@ TEST_CASE("the loader delivers the requested fields of each batch's records, in 
 
 }  // namespace
 }  // namespace packrec
+
+namespace packrec {
+namespace {
+
+// Adds records [begin, end) of the field test records to `writer`.
+void AddFieldRecords(DatasetWriter& writer, std::size_t begin, std::size_t end) {
+  const std::vector<test::TestRecord> images = test::MakeRecords(end);
+  for (std::size_t i = begin; i < end; ++i) {
+    const FieldRecord fields = MakeFieldRecord(i);
+    RecordInput input{images[i].key, images[i].label, images[i].bytes,
+                      *ProbeImage(images[i].bytes)};
+    input.fields = fields.views;
+    REQUIRE((*&writer).Add(input).ok());
+  }
+}
+
+// (HDF5's resume point is always the start: a resumed HDF5 conversion writes everything again.)
+TEST_CASE("a resumed conversion with fields ends with every field of every record") {
+  for (const std::string format : {"shard", "lmdb"}) {
+    CAPTURE(format);
+    test::TempDir dir;
+    const fs::path path = DatasetPath(dir, "ds", format);
+    WriterOptions options;
+    options.format = format;
+    options.fields = DetectionSchema();
+    options.resumable = true;
+    options.shard_size_bytes = 4096;  // shards seal (and offer resume points) every few records
+    options.checkpoint_bytes = 1;     // LMDB: a resume point after every record
+    {
+      auto writer = CreateDatasetWriter(path, options);
+      REQUIRE(writer.ok());
+      AddFieldRecords(**writer, 0, 6);
+      REQUIRE((*writer)->Checkpoint([](std::uint64_t) { return std::string("{}"); }).ok());
+      AddFieldRecords(**writer, 6, 8);  // after the resume point: redone
+      (*writer)->AbortKeepingCheckpoint();
+    }
+    auto resumed = ResumeDatasetWriter(path, options);
+    REQUIRE_MESSAGE(resumed.ok(), resumed.status().ToString());
+    AddFieldRecords(*resumed->writer, resumed->records, 11);
+    REQUIRE(resumed->writer->Finish({}).ok());
+    auto reader = OpenDataset(path);
+    REQUIRE(reader.ok());
+    CHECK((*reader)->size() == 11);
+    CheckFieldRecords(**reader, 11);
+    test::CollectingReporter reporter;
+    CHECK((*reader)->Verify(reporter).problems == 0);
+  }
+}
+
+}  // namespace
+}  // namespace packrec
