@@ -16,6 +16,9 @@ import struct
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fields_tree  # noqa: E402 - beside this script
+
 try:
     import h5py
     import xxhash
@@ -27,26 +30,7 @@ except ImportError as missing:
 cli, work = sys.argv[1], sys.argv[2]
 shutil.rmtree(work, ignore_errors=True)
 tree, dataset = os.path.join(work, "tree"), os.path.join(work, "ds.h5")
-expected = {}  # key -> {field: value as the files hold it}
-rows = []
-for cls in ("a", "b"):
-    os.makedirs(os.path.join(tree, cls))
-    for i in range(4):
-        stem = os.path.join(tree, cls, f"{i:03d}")
-        Image.new("RGB", (20 + i, 16), (60 * i, 10, 200)).save(stem + ".jpg", quality=85)
-        fields = {"boxes": [[1.5 * j, 2.0, 10.0 + j, 12.25] for j in range(i)], "labels": [j + 1 for j in range(i)]}
-        if i != 2:
-            caption = f"caption {cls}{i} \u00fc\n".encode()
-            open(stem + ".txt", "wb").write(caption)
-            fields["txt"] = caption
-        meta = json.dumps({"i": i, "cls": cls}, indent=1).encode()
-        open(stem + ".json", "wb").write(meta)
-        fields["json"] = meta
-        rows.append({"file_name": f"{cls}/{i:03d}.jpg", "boxes": fields["boxes"], "labels": fields["labels"]})
-        expected[f"{cls}/{i:03d}.jpg"] = fields
-with open(os.path.join(tree, "metadata.jsonl"), "w") as f:
-    for row in rows:
-        f.write(json.dumps(row) + "\n")
+expected = fields_tree.make_tree(tree, Image)  # key -> {field: value as the files hold it}
 subprocess.run([cli, "convert", "-q", tree, dataset, "--format", "hdf5"], check=True)
 
 with h5py.File(dataset, "r") as f:
@@ -68,14 +52,7 @@ with h5py.File(dataset, "r") as f:
                 continue
             data = values[offsets[index]:offsets[index + 1]]
             assert xxhash.xxh64_intdigest(data, seed=index) == int(checksums[index])
-            if spec["type"] == "float32[]":
-                numbers = list(struct.unpack(f"<{len(data) // 4}f", data))
-                width = spec["shape"][0]
-                got = [numbers[r:r + width] for r in range(0, len(numbers), width)]
-            elif spec["type"] == "int64[]":
-                got = list(struct.unpack(f"<{len(data) // 8}q", data))
-            else:
-                got = data
+            got = fields_tree.decode(spec, data)
             assert got == want, (key, spec["name"], got, want)
     assert len(keys) == len(expected) == 8
 print(f"h5py read all {len(names)} fields of {len(keys)} records by the documented layout")
