@@ -4,7 +4,6 @@
 // and scale with threads. Pixels layout: /images is chunked (maybe deflated), so every read goes
 // through HDF5 under the lock into the caller's scratch.
 #include <algorithm>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -118,11 +117,8 @@ Status ReadFields(hid_t f, const fs::path& path, std::uint64_t count,
   for (const FieldSpec& spec : schema) {
     const std::string group = std::string(kFieldsGroup) + "/" + spec.name + "/";
     Index::Field& field = index->fields.emplace_back();
-    std::vector<std::uint8_t> values;
-    PACKREC_RETURN_IF_ERROR(
-        ReadVector(f, (group + "values").c_str(), H5T_NATIVE_UINT8, std::nullopt, &values, path));
-    field.values.resize(values.size());
-    if (!values.empty()) std::memcpy(field.values.data(), values.data(), values.size());
+    PACKREC_RETURN_IF_ERROR(ReadVector(f, (group + "values").c_str(), H5T_NATIVE_UINT8,
+                                       std::nullopt, &field.values, path));
     PACKREC_RETURN_IF_ERROR(ReadVector(f, (group + "offsets").c_str(), H5T_NATIVE_UINT64, count + 1,
                                        &field.offsets, path));
     PACKREC_RETURN_IF_ERROR(

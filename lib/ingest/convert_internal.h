@@ -37,8 +37,19 @@ struct Prepared {
   Status status;  // not OK: the input is rejected for this reason
   std::uint64_t input_bytes = 0;
   std::uint64_t input_stamp = 0;  // listing inputs: InputStamp of the file as it was read
-  // (field index, value) of each side file read, by field.
+  // (field index, value) of each field value the input carries: its side files, its metadata
+  // row, a container record's fields.
   std::vector<std::pair<std::size_t, std::vector<std::byte>>> field_values = {};
+
+  // One view per field of a schema of `field_count` fields, for RecordInput::fields: the values
+  // above, absent where the input has none. Valid while this Prepared is.
+  std::vector<FieldView> FieldViews(std::size_t field_count) const {
+    std::vector<FieldView> views(field_count);
+    for (const auto& [field, value] : field_values) {
+      if (field < field_count) views[field] = {true, value};
+    }
+    return views;
+  }
 };
 
 // One listing input's key, size and modification time as one number; a resume point keeps the

@@ -115,8 +115,7 @@ Status AddItem(std::size_t i, const SourceItem& item, std::size_t field_count, P
     return Status::OK();
   }
   points.Adding(i, input_bytes_before, prepared.input_stamp);
-  std::vector<FieldView> fields(field_count);
-  for (const auto& [field, value] : prepared.field_values) fields[field] = {true, value};
+  const std::vector<FieldView> fields = prepared.FieldViews(field_count);
   RecordInput record{item.key, item.label, prepared.bytes, prepared.image};
   record.fields = fields;
   PACKREC_RETURN_IF_ERROR(loop.Add(writer, record));

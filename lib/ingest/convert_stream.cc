@@ -218,10 +218,7 @@ Status PumpRecords(SourcePump& pump, DatasetWriter& writer, RecordLoop& loop, Co
     const Prepared& prepared = pumped.prepared;
     stats.input_bytes += prepared.input_bytes;
     if (prepared.status.ok()) {
-      std::vector<FieldView> fields(field_count);
-      for (const auto& [field, value] : prepared.field_values) {
-        if (field < field_count) fields[field] = {true, value};
-      }
+      const std::vector<FieldView> fields = prepared.FieldViews(field_count);
       RecordInput input{record.key, record.label, prepared.bytes, prepared.image, pumped.checksum};
       input.fields = fields;
       PACKREC_RETURN_IF_ERROR(loop.Add(writer, input));

@@ -196,12 +196,13 @@ Status ValidateOptions(const LoaderOptions& options) {
 
 class LoaderImpl final : public Loader {
  public:
+  // `field_indices`: the requested fields' places in the schema (FieldIndices, checked by Create).
   LoaderImpl(std::shared_ptr<const Reader> reader, const LoaderOptions& options,
-             std::uint64_t epoch, std::uint64_t first_batch)
+             std::vector<std::size_t> field_indices, std::uint64_t epoch, std::uint64_t first_batch)
       : reader_(std::move(reader)),
         options_(options),
         fingerprint_(DatasetFingerprint(reader_->info())),
-        field_indices_(FieldIndices(reader_->info(), options_).value()),
+        field_indices_(std::move(field_indices)),
         sequence_(reader_->info(), options_, 0) {
     for (std::uint32_t i = 0; i < options_.prefetch_batches; ++i) free_.push_back(NewBuffer());
     pool_->owner = this;
@@ -656,7 +657,8 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Reader> rea
                                                const std::optional<LoaderState>& resume_from) {
   if (reader == nullptr) return Status::InvalidArgument("no reader");
   PACKREC_RETURN_IF_ERROR(ValidateOptions(options));
-  PACKREC_RETURN_IF_ERROR(FieldIndices(reader->info(), options).status());
+  PACKREC_ASSIGN_OR_RETURN(std::vector<std::size_t> field_indices,
+                           FieldIndices(reader->info(), options));
   if (options.shuffle == ShuffleMode::kShards) {
     const std::size_t files = std::max<std::size_t>(1, reader->info().files.size());
     if (files % options.world_size != 0) {
@@ -684,7 +686,8 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Reader> rea
   // machine cannot hold is an error value, as loader.h promises, not a std::bad_alloc.
   std::unique_ptr<LoaderImpl> loader;
   try {
-    loader = std::make_unique<LoaderImpl>(std::move(reader), options, epoch, first_batch);
+    loader = std::make_unique<LoaderImpl>(std::move(reader), options, std::move(field_indices),
+                                          epoch, first_batch);
   } catch (const std::bad_alloc&) {
     return Status::Internal("out of memory allocating the loader's batch buffers (batch_size " +
                             std::to_string(options.batch_size) + ", output_size " +

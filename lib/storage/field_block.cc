@@ -26,10 +26,6 @@ std::string_view AsText(std::span<const std::byte> bytes) {
   return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
-std::size_t PaddedSize(std::size_t size) {
-  return (size + kFieldValueAlignment - 1) / kFieldValueAlignment * kFieldValueAlignment;
-}
-
 }  // namespace
 
 std::string_view FieldTypeName(FieldType type) {
@@ -126,10 +122,10 @@ Status ValidateFieldValue(const FieldSpec& spec, std::span<const std::byte> byte
 Status AppendFieldBlock(std::size_t field_count, std::span<const FieldView> values,
                         std::vector<std::byte>& out) {
   const std::size_t start = out.size();
-  const std::size_t table_size = PaddedSize(field_count * kFieldTableEntrySize);
+  const std::size_t table_size = AlignUp(field_count * kFieldTableEntrySize, kFieldValueAlignment);
   std::size_t total = table_size;
   for (std::size_t i = 0; i < field_count && i < values.size(); ++i) {
-    if (values[i].present) total += PaddedSize(values[i].bytes.size());
+    if (values[i].present) total += AlignUp(values[i].bytes.size(), kFieldValueAlignment);
   }
   if (total > UINT32_MAX) {
     return Status::InvalidArgument("the record's fields take " + std::to_string(total) +
@@ -149,7 +145,7 @@ Status AppendFieldBlock(std::size_t field_count, std::span<const FieldView> valu
     if (!values[i].bytes.empty()) {
       std::memcpy(out.data() + start + at, values[i].bytes.data(), values[i].bytes.size());
     }
-    at += PaddedSize(values[i].bytes.size());
+    at += AlignUp(values[i].bytes.size(), kFieldValueAlignment);
   }
   return Status::OK();
 }
@@ -160,7 +156,7 @@ Result<FieldView> DecodeFieldValue(std::span<const std::byte> block, std::size_t
     return Status::OutOfRange("field " + std::to_string(field) + " of " +
                               std::to_string(field_count));
   }
-  const std::size_t table_size = PaddedSize(field_count * kFieldTableEntrySize);
+  const std::size_t table_size = AlignUp(field_count * kFieldTableEntrySize, kFieldValueAlignment);
   if (block.size() < table_size) {
     return Status::Corruption("its field block is " + std::to_string(block.size()) +
                               " bytes, too small for the table of " + std::to_string(field_count) +

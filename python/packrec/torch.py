@@ -97,13 +97,13 @@ class Dataset(torch.utils.data.Dataset):
         """ImageFolder's (path, class index) of every record; the path is the dataset path joined
         with the record's key (read once, on first use)."""
         if self._samples is None:
-            self._samples = [(os.path.join(self.path, self.reader[i][2]), label)
+            self._samples = [(os.path.join(self.path, self.reader._item(i)[2]), label)
                              for i, label in enumerate(self.targets)]
         return self._samples
 
     def __getitem__(self, index):
         if self.target == "label":
-            data, target, _ = self.reader[index]
+            data, target, _ = self.reader._item(index)
         else:
             record = self.reader.sample(index)
             data = record["image"]
@@ -122,7 +122,7 @@ class Dataset(torch.utils.data.Dataset):
 
     def key(self, index):
         """Record `index`'s key: its path relative to the source tree."""
-        return self.reader[index][2]
+        return self.reader._item(index)[2]
 
     def _decode(self, data):
         if self.decode == "bytes":

@@ -96,7 +96,14 @@ class Dataset {
       }
       return py::module_::import("packrec").attr("Record")(values, fields);
     }
-    Record record = ReadCopy(at);
+    return Item(static_cast<std::int64_t>(at));
+  }
+
+  // (bytes, label, key) of record `index`, whether or not the dataset has fields: what
+  // packrec.torch.Dataset reads per item when its target is the label, without converting every
+  // field to Python objects.
+  py::tuple Item(std::int64_t index) const {
+    Record record = ReadCopy(Resolve(index));
     return py::make_tuple(Bytes(record.bytes), record.label, KeyToStr(record.key));
   }
 
@@ -315,6 +322,8 @@ void BindDataset(py::module_& module) {
       .def("__getitem__", &Dataset::Get, py::arg("index"),
            "(encoded image bytes, label, key) of record `index`; with fields, a packrec.Record "
            "(that tuple, with each field as rec['name'] and rec.name)")
+      .def("_item", &Dataset::Item, py::arg("index"),
+           "(encoded image bytes, label, key) of record `index`, without its fields")
       .def("sample", &Dataset::Sample, py::arg("index"),
            "Record `index` whole, as a dict: image (bytes), label, key and each field by name "
            "(text: str, json: parsed, bytes: bytes, numbers: numpy array of shape (N, *shape); "
