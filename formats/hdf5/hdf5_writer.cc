@@ -27,6 +27,7 @@
 #include "core/file_io.h"
 #include "hdf5/hdf5_format.h"
 #include "hdf5/hdf5_util.h"
+#include "storage/field_block.h"
 #include "storage/manifest_json.h"
 #include "storage/payload.h"
 #include "storage/resume_journal.h"
@@ -146,6 +147,18 @@ struct RecordTables {
   std::uint32_t label_count = 0;
   std::vector<FieldSpec> schema;
   std::vector<FieldColumn> fields;  // one per schema field
+
+  // Fields the schema gains after labels.size() records, which lack them.
+  void AddColumns(std::span<const FieldSpec> added) {
+    fields.resize(schema.size());
+    for (const FieldSpec& spec : added) {
+      schema.push_back(spec);
+      FieldColumn& column = fields.emplace_back();
+      column.offsets.assign(labels.size() + 1, 0);
+      column.present.assign(labels.size(), 0);
+      column.checksums.assign(labels.size(), 0);
+    }
+  }
 
   void Add(const RecordInput& record, std::span<const std::byte> stored, bool zstd) {
     const std::uint64_t index = labels.size();
@@ -278,6 +291,16 @@ class Hdf5WriterBase : public DatasetWriter {
     return AddPayload(record);
   }
 
+  Status AddFields(std::span<const FieldSpec> fields) final {
+    if (finished_) return Status::Internal("AddFields on a finished HDF5 writer");
+    std::vector<FieldSpec> schema = options_.fields;
+    schema.insert(schema.end(), fields.begin(), fields.end());
+    PACKREC_RETURN_IF_ERROR(ValidateSchema(schema));
+    options_.fields = std::move(schema);
+    tables_.AddColumns(fields);
+    return Status::OK();
+  }
+
   Status Finish(const DatasetMetadata& metadata) final {
     if (finished_) return Status::Internal("Finish on a finished HDF5 writer");
     DatasetManifest manifest = ManifestFromMetadata(
@@ -351,7 +374,7 @@ class Hdf5WriterBase : public DatasetWriter {
 
   const fs::path target_;
   const fs::path tmp_;
-  const WriterOptions options_;
+  WriterOptions options_;  // fields grow with AddFields
   Handle file_;
   RecordTables tables_;
 

@@ -68,6 +68,7 @@ class LmdbWriter final : public DatasetWriter {
   Status Start();
   Status Add(const RecordInput& record) override;
   Status Finish(const DatasetMetadata& metadata) override;
+  Status AddFields(std::span<const FieldSpec> fields) override;
   void Abort() override;
   std::uint64_t records_written() const override { return records_; }
   std::uint64_t bytes_written() const override { return bytes_written_; }
@@ -96,9 +97,11 @@ class LmdbWriter final : public DatasetWriter {
     std::size_t offset = 0;
     std::size_t key_size = 0;
     std::size_t value_size = 0;
+    unsigned put_flags = MDB_APPEND;  // 0 for a key that goes between keys already there
   };
   // Appends key and value to the arena and queues their put.
-  void Queue(std::span<const std::byte> key, std::span<const std::span<const std::byte>> parts);
+  void Queue(std::span<const std::byte> key, std::span<const std::span<const std::byte>> parts,
+             unsigned put_flags = MDB_APPEND);
 
   Status BeginTransaction();
   // Puts every pending value, growing the map and replaying on MDB_MAP_FULL.
@@ -318,8 +321,9 @@ Status LmdbWriter::GrowMap() {
 }
 
 void LmdbWriter::Queue(std::span<const std::byte> key,
-                       std::span<const std::span<const std::byte>> parts) {
+                       std::span<const std::span<const std::byte>> parts, unsigned put_flags) {
   Pending pending;
+  pending.put_flags = put_flags;
   pending.offset = arena_.size();
   pending.key_size = key.size();
   arena_.insert(arena_.end(), key.begin(), key.end());
@@ -335,7 +339,7 @@ Status LmdbWriter::PutPending() {
     const Pending& pending = batch_[batch_put_];
     MDB_val key{pending.key_size, arena_.data() + pending.offset};
     MDB_val value{pending.value_size, arena_.data() + pending.offset + pending.key_size};
-    const int rc = mdb_put(txn_, dbi_, &key, &value, MDB_APPEND);
+    const int rc = mdb_put(txn_, dbi_, &key, &value, pending.put_flags);
     if (rc == MDB_MAP_FULL) {
       PACKREC_RETURN_IF_ERROR(GrowMap());  // the transaction is gone: replay the whole batch
       continue;
@@ -437,6 +441,33 @@ Status LmdbWriter::Add(const RecordInput& record) {
   if (batch_.size() >= options_.lmdb.commit_records || arena_.size() >= kMaxBatchBytes) {
     PACKREC_RETURN_IF_ERROR(CommitBatch());
   }
+  return Status::OK();
+}
+
+// Records added so far keep shorter field tables (their new fields absent). A dataset that had no
+// fields until now becomes version 3, where every record has a fields key: the records before get
+// an empty block (every field absent), put between the keys already there.
+Status LmdbWriter::AddFields(std::span<const FieldSpec> fields) {
+  if (finished_ || txn_ == nullptr) return Status::Internal("AddFields on a closed LMDB writer");
+  if (options_.lmdb.values == LmdbValues::kCaffeDatum) {
+    return Status::NotSupported("--lmdb-values caffe-datum cannot carry record fields");
+  }
+  std::vector<FieldSpec> schema = options_.fields;
+  schema.insert(schema.end(), fields.begin(), fields.end());
+  PACKREC_RETURN_IF_ERROR(ValidateSchema(schema));
+  if (version_ < kLmdbFormatVersion) {
+    PACKREC_RETURN_IF_ERROR(CommitBatch());
+    for (std::uint64_t index = 0; index < records_; ++index) {
+      std::array<std::byte, kFieldsHeaderSize> header{};
+      EncodeFieldsHeader({}, index, header);
+      const std::span<const std::byte> parts[] = {header};
+      Queue(FieldsKey(index), parts, /*put_flags=*/0);
+      if (batch_.size() >= options_.lmdb.commit_records) PACKREC_RETURN_IF_ERROR(CommitBatch());
+    }
+    PACKREC_RETURN_IF_ERROR(CommitBatch());
+    version_ = kLmdbFormatVersion;
+  }
+  options_.fields = std::move(schema);
   return Status::OK();
 }
 

@@ -102,11 +102,8 @@ Status ValidateShard(Shard& shard, std::size_t field_count) {
   if (header.format_version == 0) return Status::Corruption(name + ": shard format version 0");
   shard.version = header.format_version;
   shard.entry_size = IndexEntrySize(shard.version);
-  if (field_count > 0 && shard.version < 2) {
-    return Status::Corruption(name +
-                              ": the manifest lists record fields, but the shard is of "
-                              "version 1, which has none");
-  }
+  // A version-1 shard in a dataset with fields was sealed before the writer met its first field
+  // (an import whose first records had none): its records have every field absent.
   if (header.first_record != shard.meta.first_record) {
     return Status::Corruption(name + ": header says first record " +
                               std::to_string(header.first_record) + ", the manifest " +
@@ -167,11 +164,11 @@ Status ValidateShard(Shard& shard, std::size_t field_count) {
                           (entry.compression != 0 || entry.raw_size == entry.stored_size) &&
                           entry.raw_size <= kMaxRawRecordBytes &&
                           entry.encoding <= static_cast<std::uint8_t>(Encoding::kRawRgb);
-    const std::uint64_t table = field_count * kFieldTableEntrySize;
+    // The block's table may be shorter than the schema (FieldTableEntries checks it when read).
     const bool fields_fit =
-        field_count == 0 ||
+        field_count == 0 || shard.version < 2 ||
         (entry.fields_offset >= kHeaderSize && entry.fields_offset <= footer.keys_offset &&
-         entry.fields_offset % kFieldValueAlignment == 0 && entry.fields_size >= table &&
+         entry.fields_offset % kFieldValueAlignment == 0 &&
          entry.fields_size <= footer.keys_offset - entry.fields_offset);
     if (!reserved_ok || !payload_fits || !key_fits || !sizes_ok || !fields_fit) {
       return Status::Corruption(name + ": index entry of record " + std::to_string(index) +
@@ -204,8 +201,10 @@ class ShardReader final : public Reader {
     if (field >= info_.fields.size()) return Reader::ReadField(index, field, scratch);
     PACKREC_ASSIGN_OR_RETURN(const Shard* shard, ShardOf(index));
     const IndexEntry entry = shard->Entry(index - shard->meta.first_record);
-    Result<FieldView> value = DecodeFieldValue(shard->FieldBlock(entry), info_.fields.size(), field,
-                                               options_.verify_checksums);
+    Result<FieldView> value = shard->version < 2
+                                  ? Result<FieldView>(FieldView{})
+                                  : DecodeFieldValue(shard->FieldBlock(entry), info_.fields.size(),
+                                                     field, options_.verify_checksums);
     if (!value.ok()) {
       return Status(value.status().code(),
                     FieldWhere(*shard, entry, index, field) + ": " + value.status().message())
@@ -385,7 +384,7 @@ class ShardReader final : public Reader {
                     ReadScratch& scratch, bool verify) const {
     const std::span<const std::byte> block = shard.FieldBlock(entry);
     const std::size_t count = info_.fields.size();
-    if (verify && Xxh64(block, /*seed=*/index) != entry.fields_checksum) {
+    if (verify && shard.version >= 2 && Xxh64(block, /*seed=*/index) != entry.fields_checksum) {
       const std::optional<std::size_t> field = FirstDamagedField(block, count);
       const std::string what =
           field ? FieldWhere(shard, entry, index, *field)

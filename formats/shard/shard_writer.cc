@@ -72,6 +72,7 @@ class ShardWriter final : public DatasetWriter {
 
   Status Add(const RecordInput& record) override;
   Status Finish(const DatasetMetadata& metadata) override;
+  Status AddFields(std::span<const FieldSpec> fields) override;
   void Abort() override;
   std::uint64_t records_written() const override { return records_; }
   std::uint64_t bytes_written() const override {
@@ -306,6 +307,26 @@ Status ShardWriter::Add(const RecordInput& record) {
   ++records_;
   payload_bytes_ += stored.size();
   label_count_ = std::max(label_count_, record.label + 1);
+  return Status::OK();
+}
+
+// Records added so far keep shorter field tables (their new fields absent). A dataset that had no
+// fields until now seals its open version-1 shard, so that its next shards are of version 2.
+Status ShardWriter::AddFields(std::span<const FieldSpec> fields) {
+  if (finished_) return Status::Internal("AddFields after Finish");
+  std::vector<FieldSpec> schema = options_.fields;
+  schema.insert(schema.end(), fields.begin(), fields.end());
+  PACKREC_RETURN_IF_ERROR(ValidateSchema(schema));
+  if (version_ < 2) {
+    if (current_ && !current_->entries.empty()) {
+      PACKREC_RETURN_IF_ERROR(SealShard());
+    } else if (current_) {
+      RemoveOpenShard();
+    }
+    version_ = kShardFormatVersion;
+    entry_size_ = IndexEntrySize(version_);
+  }
+  options_.fields = std::move(schema);
   return Status::OK();
 }
 

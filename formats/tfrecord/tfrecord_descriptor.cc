@@ -13,7 +13,8 @@ const FormatDescriptor& TfRecordFormat() {
            .suffixes = {},
            .readable = false,
            .single_file = false,
-           .resumable = false},
+           .resumable = false,
+           .stores_fields = true},
       .create = CreateTfRecordWriter,
       .side_file_suffixes = {},  // nothing beside its output
   };

@@ -12,7 +12,8 @@ const FormatDescriptor& WdsFormat() {
                .suffixes = {},
                .readable = false,
                .single_file = false,
-               .resumable = false},
+               .resumable = false,
+               .stores_fields = true},
       .create = CreateWdsWriter,
       .side_file_suffixes = {},  // nothing beside its output
   };

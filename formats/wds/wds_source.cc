@@ -12,6 +12,9 @@
 #include <unordered_map>
 
 #include "core/file_io.h"
+#include "core/keys.h"
+#include "storage/field_block.h"
+#include "storage/source_fields.h"
 #include "storage/source_util.h"
 #include "wds/wds_format.h"
 
@@ -260,12 +263,13 @@ class WdsSource final : public FileListSource {
     }
     Member member{extension, {}};
     const la_int64_t size = archive_entry_size_is_set(entry) ? archive_entry_size(entry) : -1;
-    // Captions, features, video: a sample's other members are named in errors, never read. A
-    // member too large to read rejects its sample only if the sample needs it.
+    // Members of fields --fields / --drop-fields leave out are skipped, never read. A member too
+    // large to read rejects its sample.
     const auto among = [&](const std::vector<std::string>& list) {
       return std::ranges::find(list, extension) != list.end();
     };
-    const bool wanted = extension == "json" || among(image_extensions_) || among(label_extensions_);
+    const bool wanted = extension == "json" || among(image_extensions_) ||
+                        among(label_extensions_) || options_.KeepsField(FieldName(extension));
     if (!wanted || size > kMaxMemberBytes) {
       if (archive_read_data_skip(archive_) != ARCHIVE_OK) {
         FailArchive("truncated or damaged member", offset, name);
@@ -364,12 +368,15 @@ class WdsSource final : public FileListSource {
     PACKREC_ASSIGN_OR_RETURN(const Member* json_member, FindReadable("json"));
     if (json_member != nullptr) {
       nlohmann::json parsed = nlohmann::json::parse(AsText(json_member->bytes), nullptr, false);
-      if (parsed.is_discarded() || !parsed.is_object()) {
+      if (parsed.is_discarded()) return Status::InvalidInput("its json member is not valid JSON");
+      // Only an object can hold a label, key or class name; any JSON is kept as a field.
+      if (parsed.is_object()) json = std::move(parsed);
+      if (!json && options_.wds_json_is_metadata) {
         return Status::InvalidInput("its json member is not a JSON object");
       }
-      json = std::move(parsed);
     }
     bool labelled = false;
+    const Member* label_member = nullptr;
     const std::string label_field = AsciiLower(options_.label_field);
     for (const std::string& extension : label_extensions_) {
       PACKREC_ASSIGN_OR_RETURN(Member * member, FindReadable(extension));
@@ -379,6 +386,7 @@ class WdsSource final : public FileListSource {
                                       " member is not a non-negative integer label");
         }
         labelled = true;
+        label_member = member;
         break;
       }
     }
@@ -402,7 +410,119 @@ class WdsSource final : public FileListSource {
       }
     }
     record.bytes = std::move(image->bytes);
+    return KeepFields(record, image, label_member);
+  }
+
+  // The field a member of suffix `extension` is stored as: the suffix itself, unless that names
+  // a part every record has (image, label, key).
+  static std::string FieldName(const std::string& extension) {
+    return extension == "image" || extension == "label" || extension == "key" ? "wds_" + extension
+                                                                              : extension;
+  }
+
+  // Every member beside the image and the label becomes a field named by its suffix (FieldName),
+  // typed by its last part: txt text (when the first one is UTF-8), json JSON, npy an int64 or
+  // float32 array (when the first one is such a plain array), anything else bytes.
+  Status KeepFields(SourceRecord& record, const Member* image, const Member* label) {
+    for (Member& member : pending_->members) {
+      if (&member == image || &member == label) continue;
+      if (member.extension == "json" && options_.wds_json_is_metadata) continue;
+      const FieldSpec* exported = ExportedField(member.extension);
+      const std::string name = exported != nullptr ? exported->name : FieldName(member.extension);
+      if (!options_.KeepsField(name)) continue;
+      if (member.extension.empty()) {
+        return Status::InvalidInput(
+            "a member has no suffix (WebDataset names them KEY.SUFFIX), "
+            "so no field can hold it");
+      }
+      if (member.refused_size > 0) {
+        return Status::InvalidInput("its " + member.extension + " member is " +
+                                    std::to_string(member.refused_size) +
+                                    " bytes, over the 2 GiB a member may have");
+      }
+      FieldSpec spec{name, FieldType::kBytes, member.extension, {}};
+      std::vector<std::byte> value = std::move(member.bytes);
+      if (exported != nullptr) {
+        spec = *exported;
+        if (IsArray(spec) && !NpyOfField(spec, value)) {
+          return Status::InvalidInput("its " + member.extension + " member is not a .npy array " +
+                                      "of field '" + spec.name + "' (" +
+                                      std::string(FieldTypeName(spec.type)) + ")");
+        }
+        PACKREC_RETURN_IF_ERROR(
+            schema_.Set(record, spec, std::move(value), "member " + member.extension));
+        continue;
+      }
+      const std::string_view kind = LastPart(member.extension);
+      const FieldSpec* known = schema_.Find(name);
+      if (kind == "txt") {
+        const bool text =
+            known != nullptr ? known->type == FieldType::kText : IsValidUtf8(AsText(value));
+        if (text) spec.type = FieldType::kText;
+      } else if (kind == "json") {
+        spec.type = FieldType::kJson;
+      } else if (kind == "npy") {
+        if (!NpyField(spec, value, known)) {
+          if (known != nullptr && known->type != FieldType::kBytes) {
+            return Status::InvalidInput("its " + member.extension + " member is not a " +
+                                        std::string(FieldTypeName(known->type)) +
+                                        " array of the field's shape, as the first sample's was");
+          }
+        }
+      }
+      PACKREC_RETURN_IF_ERROR(
+          schema_.Set(record, spec, std::move(value), "member " + member.extension));
+    }
     return Status::OK();
+  }
+
+  // The field of a packrec export's schema (SourceOptions::known_fields) whose member has this
+  // suffix: its own, or with .npy after it for an array (as the wds export writes them).
+  const FieldSpec* ExportedField(const std::string& extension) const {
+    for (const FieldSpec& spec : options_.known_fields) {
+      const std::string suffix = FieldFileSuffix(spec);
+      if (extension == suffix || (IsArray(spec) && extension == suffix + ".npy")) return &spec;
+    }
+    return nullptr;
+  }
+
+  static bool IsArray(const FieldSpec& spec) {
+    return spec.type == FieldType::kInt64 || spec.type == FieldType::kFloat32;
+  }
+
+  // Replaces a .npy member by its elements when it is an array of `spec`'s type and inner shape.
+  static bool NpyOfField(const FieldSpec& spec, std::vector<std::byte>& value) {
+    const std::optional<NpyArray> array = ParseNpy(value);
+    if (!array || array->type != spec.type) return false;
+    if (array->shape.size() != spec.inner_shape.size() + 1) return false;
+    for (std::size_t d = 0; d < spec.inner_shape.size(); ++d) {
+      if (array->shape[d + 1] != spec.inner_shape[d]) return false;
+    }
+    value = std::vector<std::byte>(array->data.begin(), array->data.end());
+    return true;
+  }
+
+  static std::string_view LastPart(std::string_view extension) {
+    const std::size_t dot = extension.rfind('.');
+    return dot == std::string_view::npos ? extension : extension.substr(dot + 1);
+  }
+
+  // Makes `spec` the array field of a plain .npy member (its value the array's elements), with
+  // its inner shape (the extents after the first); false, leaving both alone, for anything else
+  // or when the field is bytes already.
+  static bool NpyField(FieldSpec& spec, std::vector<std::byte>& value, const FieldSpec* known) {
+    if (known != nullptr && known->type == FieldType::kBytes) return false;
+    const std::optional<NpyArray> array = ParseNpy(value);
+    if (!array) return false;
+    std::vector<std::uint32_t> inner;
+    for (std::size_t d = 1; d < array->shape.size(); ++d) {
+      if (array->shape[d] == 0 || array->shape[d] > UINT32_MAX) return false;
+      inner.push_back(static_cast<std::uint32_t>(array->shape[d]));
+    }
+    spec.type = array->type;
+    spec.inner_shape = std::move(inner);
+    value = std::vector<std::byte>(array->data.begin(), array->data.end());
+    return true;
   }
 
   SourceOptions options_;
@@ -420,6 +540,7 @@ class WdsSource final : public FileListSource {
   std::optional<Sample> pending_;
   std::deque<SourceRecord> ready_;
   ClassNameCollector class_names_;
+  GrowingSchema schema_;  // the fields met so far
   // The members a record is made from (and json): the image is the first of image_extensions_
   // present, the label the first of label_extensions_.
   std::vector<std::string> image_extensions_ = {"jpg", "jpeg", "png", "webp"};

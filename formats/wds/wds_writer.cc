@@ -6,9 +6,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
+#include <set>
 
 #include "storage/export_writer.h"
+#include "storage/field_block.h"
+#include "storage/source_fields.h"
 #include "wds/wds_format.h"
 
 namespace packrec::wds {
@@ -87,7 +91,78 @@ class WdsWriter final : public ExportWriter {
     PACKREC_RETURN_IF_ERROR(
         AddMember(std::string(key) + "." + std::string(extension), record.bytes));
     PACKREC_RETURN_IF_ERROR(AddMember(std::string(key) + ".cls", AsBytes(label)));
-    return AddMember(std::string(key) + ".json", AsBytes(json_text));
+    if (!SampleMetadata().empty()) {
+      PACKREC_RETURN_IF_ERROR(AddMember(std::string(key) + ".json", AsBytes(json_text)));
+    }
+    const std::vector<FieldSpec>& schema = options().fields;
+    for (std::size_t f = 0; f < schema.size() && f < record.fields.size(); ++f) {
+      if (!record.fields[f].present) continue;
+      if (MemberSuffix(schema[f]) == extension) {
+        return Status::NotSupported("record " + std::to_string(index) + ": field '" +
+                                    schema[f].name + "' would be member ." +
+                                    std::string(extension) +
+                                    ", which its image is; rename or drop it (--drop-fields)");
+      }
+      const std::string name = std::string(key) + "." + MemberSuffix(schema[f]);
+      if (IsNumeric(schema[f])) {
+        PACKREC_RETURN_IF_ERROR(AddMember(name, NpyOf(schema[f], record.fields[f].bytes)));
+      } else {
+        PACKREC_RETURN_IF_ERROR(AddMember(name, record.fields[f].bytes));
+      }
+    }
+    return Status::OK();
+  }
+
+  static bool IsNumeric(const FieldSpec& spec) {
+    return spec.type == FieldType::kInt64 || spec.type == FieldType::kFloat32;
+  }
+
+  // The suffix a field's member has: its own (FieldFileSuffix), and .npy after it for an array
+  // whose suffix does not say so already.
+  static std::string MemberSuffix(const FieldSpec& spec) {
+    std::string suffix = FieldFileSuffix(spec);
+    if (IsNumeric(spec) && suffix != "npy" && !suffix.ends_with(".npy")) suffix += ".npy";
+    return suffix;
+  }
+
+  // An array field's value as numpy.save writes it: N x the inner shape.
+  static std::vector<std::byte> NpyOf(const FieldSpec& spec, std::span<const std::byte> value) {
+    const std::size_t element = FieldElementBytes(spec);
+    std::vector<std::uint64_t> shape = {value.size() / element};
+    shape.insert(shape.end(), spec.inner_shape.begin(), spec.inner_shape.end());
+    return EncodeNpy(spec.type, shape, value);
+  }
+
+  // Without a json field, each sample's json member keeps the record's key, label and class.
+  std::string SampleMetadata() const override {
+    for (const FieldSpec& spec : options().fields) {
+      if (FieldFileSuffix(spec) == "json") return "";
+    }
+    return "json";
+  }
+
+  // Every field is a member; two fields that would have one suffix, or a field on the label's
+  // suffix, cannot both be one. A json field met once samples were written with packrec's json
+  // member cannot take its place.
+  Status CheckSchema(const std::vector<FieldSpec>& schema) const override {
+    const bool json_field = std::ranges::any_of(
+        schema, [](const FieldSpec& spec) { return FieldFileSuffix(spec) == "json"; });
+    if (json_field && !SampleMetadata().empty() && records_written() > 0) {
+      return Status::NotSupported(
+          "a json field appeared after " + std::to_string(records_written()) +
+          " samples were written with packrec's own json member (key, label, class); export "
+          "from a packrec dataset, whose schema is known up front");
+    }
+    std::set<std::string> taken = {"cls"};
+    for (const FieldSpec& spec : schema) {
+      if (!taken.insert(MemberSuffix(spec)).second) {
+        return Status::NotSupported("field '" + spec.name + "' would be member ." +
+                                    MemberSuffix(spec) +
+                                    " of each WebDataset sample, which another member has; "
+                                    "rename or drop one (--drop-fields)");
+      }
+    }
+    return Status::OK();
   }
 
   std::uint64_t OpenFileSize() const override { return file_->size(); }

@@ -75,6 +75,9 @@ struct DatasetInfo {
   bool metadata_checksummed = true;
   // The fields each record carries beside its image and label (empty: image and label only).
   std::vector<FieldSpec> fields;
+  // How many records carry each of `fields`, where the writer was told (an import, a
+  // conversion); empty otherwise.
+  std::vector<std::uint64_t> field_records;
 };
 
 // Per-call scratch for records that cannot be handed out as views. Reuse one per thread.

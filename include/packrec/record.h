@@ -74,6 +74,10 @@ struct FieldSpec {
   // Numeric fields: the shape of one element (boxes: {4}); a value holds N such elements. Empty:
   // a flat array.
   std::vector<std::uint32_t> inner_shape;
+  // The name the source gave it where that is no field name: a tf.Example feature's
+  // ("image/object/bbox/xmin", stored as the field image.object.bbox.xmin), which a TFRecord
+  // export names it by again. Empty: the field's name.
+  std::string source_name = {};
 
   bool operator==(const FieldSpec&) const = default;
 };

@@ -12,6 +12,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "packrec/record.h"
@@ -41,6 +43,21 @@ std::vector<std::string> SourceFormatNames();
 enum class RawPixels { kPng, kRaw };
 
 struct SourceOptions {
+  // Which fields a record keeps beside image, label and key (--fields, --drop-fields): when
+  // keep_fields is non-empty, only those; never those in drop_fields. Names are the source's
+  // (member suffixes, feature names, column names). Empty: every field the source holds.
+  std::vector<std::string> keep_fields;
+  std::vector<std::string> drop_fields;
+  // Whether the field `name` is kept (sources skip reading what is not).
+  bool KeepsField(std::string_view name) const {
+    const auto listed = [&](const std::vector<std::string>& names) {
+      for (const std::string& entry : names) {
+        if (entry == name) return true;
+      }
+      return false;
+    };
+    return !listed(drop_fields) && (keep_fields.empty() || listed(keep_fields));
+  }
   // Field or column names; empty picks the format's usual ones (docs/interop.md):
   // tfrecord: image/encoded, image/class/label, image/filename; mds: the first of image, img,
   // jpg, jpeg, png, x / label, cls, y, target / key, filename, __key__, id; wds: the image member
@@ -49,6 +66,19 @@ struct SourceOptions {
   std::string label_field;
   std::string key_field;
   RawPixels raw_pixels = RawPixels::kPng;
+  // wds: the json member holds packrec's own per-sample metadata (key, label, class name), not a
+  // field: set for the tars of a packrec export whose dataset had no json field (its
+  // packrec-export.json says so). Otherwise json, like every member beside image and label, is
+  // kept as a field (and read for a label, key and class name all the same).
+  bool wds_json_is_metadata = false;
+  // The source is a packrec export (packrec-export.json): what packrec writes beside each
+  // record's fields (tfrecord: image/format, image/height, image/width, image/channels) is not
+  // kept as fields unless known_fields names it.
+  bool packrec_export = false;
+  // The fields a packrec export's packrec-export.json lists: a member (wds) or feature
+  // (tfrecord) whose suffix or name is one of theirs is read back as that field, with its name
+  // and type. Empty: fields are named and typed by the source's own rules (docs/interop.md).
+  std::vector<FieldSpec> known_fields;
   // The source asks the kernel to read its files ahead of where it reads (POSIX_FADV_WILLNEED,
   // 32 MiB at a time). Imports turn it off: their own prefetch thread reads further ahead, and
   // the same requests made again on the reading thread cost it time (docs/benchmarks.md).
@@ -68,8 +98,20 @@ struct SourceRecord {
   ImageInfo image;
   std::string origin;  // "FILE record N at byte B"
   Status status;
-  // One value per RecordSource::fields() entry (nullopt: absent); empty when it has none.
+  // One value per field of the source's schema so far (nullopt: absent; fewer: the rest
+  // absent). The schema so far is fields() as the source was opened, then every record's
+  // added_fields in the order the records came.
   std::vector<std::optional<std::vector<std::byte>>> fields = {};
+  // The fields the source met first in this record (a WebDataset member suffix, a tf.Example
+  // feature no record before had), appended to its schema. A damaged record may carry some too.
+  std::vector<FieldSpec> added_fields = {};
+  // Values that name and type their field themselves (a tf.Example's features, parsed on several
+  // threads by FinishRecord, where no order tells which record met a name first). The caller
+  // places them into the source's schema in source order: a new name joins it, the first value
+  // fixing its type. A value of another type rejects its record, except text where the field
+  // is bytes (kept as bytes) and one text where it is a JSON list of strings (kept as a list of
+  // one). A source uses these or `fields`, not both.
+  std::vector<std::pair<FieldSpec, std::vector<std::byte>>> typed_fields = {};
 };
 
 class RecordSource {
@@ -87,7 +129,9 @@ class RecordSource {
   virtual const std::vector<std::filesystem::path>& files() const = 0;
   // Records in the source when the format says so up front (index files, MDS, LMDB); else 0.
   virtual std::uint64_t size_hint() const { return 0; }
-  // The fields its records carry beside image and label (the output's schema).
+  // The fields its records carry beside image and label, as far as the source knows them when
+  // opened (MDS columns, a packrec dataset's schema); sources that meet them while reading
+  // (WebDataset members, tf.Example features) announce them in SourceRecord::added_fields.
   virtual std::vector<FieldSpec> fields() const { return {}; }
   // How far the source has read into files(), as bytes of those files taken in order (a file
   // left behind counts whole), so a caller can keep the kernel reading ahead of it; skipped

@@ -164,6 +164,9 @@ struct DatasetMetadata {
   std::string source_kind = "api";
   std::vector<Reject> rejects;      // written to rejects.tsv beside the manifest
   std::string options_json = "{}";  // convert options to record, a JSON object
+  // How many records carry each field of the schema as it ended (convert counts them; empty:
+  // not counted). Stored in the manifest as field_records; `packrec info` shows it.
+  std::vector<std::uint64_t> field_records = {};
 };
 
 class DatasetWriter {
@@ -174,6 +177,16 @@ class DatasetWriter {
   virtual Status Finish(const DatasetMetadata& metadata) = 0;
   // Removes every file this writer created. Safe to call at any time, and more than once.
   virtual void Abort() = 0;
+  // Appends `fields` to the schema (WriterOptions::fields) between two Adds: the records added
+  // before have them absent, later RecordInput::fields may hold their values. For an import that
+  // meets a WebDataset member or tf.Example feature first in a later record. InvalidArgument for
+  // a schema ValidateSchema refuses; NotSupported for formats that keep no fields. Readers
+  // before field tables could be shorter than the schema refuse a dataset whose schema grew
+  // (docs/formats/fields.md).
+  virtual Status AddFields(std::span<const FieldSpec> fields) {
+    (void)fields;
+    return Status::NotSupported("this format does not store record fields");
+  }
   virtual std::uint64_t records_written() const = 0;
   virtual std::uint64_t bytes_written() const = 0;
 

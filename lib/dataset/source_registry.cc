@@ -19,6 +19,7 @@
 #include "packrec/reader.h"
 #include "packrec/source.h"
 #include "recordio/recordio_format.h"
+#include "storage/field_block.h"
 #include "storage/json_util.h"
 #include "storage/source_util.h"
 #include "tfrecord/tfrecord_format.h"
@@ -151,7 +152,8 @@ class PackrecSource final : public RecordSource {
 // False when `dir` holds no such manifest, or one that is not packrec's; an error when it cannot
 // be read.
 Result<bool> ReadExportManifest(const fs::path& dir, SourceFormat* format,
-                                std::vector<fs::path>* files) {
+                                std::vector<fs::path>* files,
+                                std::vector<FieldSpec>* fields = nullptr) {
   const fs::path path = dir / "packrec-export.json";
   PACKREC_ASSIGN_OR_RETURN(const bool present, IsRegularFile(path));
   if (!present) return false;
@@ -173,6 +175,9 @@ Result<bool> ReadExportManifest(const fs::path& dir, SourceFormat* format,
   *format = name == "wds"        ? SourceFormat::kWebDataset
             : name == "tfrecord" ? SourceFormat::kTfRecord
                                  : SourceFormat::kRecordIo;
+  if (fields != nullptr && manifest.contains("fields")) {
+    PACKREC_ASSIGN_OR_RETURN(*fields, SchemaFromJson(manifest["fields"], path.string()));
+  }
   files->clear();
   for (const nlohmann::json& group : manifest["files"]) {
     if (!group.is_object() || !group.contains("files") || !group["files"].is_array()) return false;
@@ -354,21 +359,30 @@ Result<SourceFormat> DetectSourceFormat(const std::string& spec) {
 }
 
 Result<std::unique_ptr<RecordSource>> OpenRecordSource(const std::string& spec, SourceFormat format,
-                                                       const SourceOptions& options) {
+                                                       const SourceOptions& given_options) {
   PACKREC_ASSIGN_OR_RETURN(std::vector<fs::path> files, ExpandSourceSpec(spec));
   SourceFormat exported = SourceFormat::kAuto;
   std::vector<fs::path> exported_files;
+  std::vector<FieldSpec> exported_fields;
   std::error_code error;
   bool was_exported = false;
   if (files.size() == 1 && fs::is_directory(files.front(), error)) {
-    PACKREC_ASSIGN_OR_RETURN(was_exported,
-                             ReadExportManifest(files.front(), &exported, &exported_files));
+    PACKREC_ASSIGN_OR_RETURN(was_exported, ReadExportManifest(files.front(), &exported,
+                                                              &exported_files, &exported_fields));
   }
+  SourceOptions options = given_options;
   if (was_exported && exported == format) {
     if (exported_files.empty()) {
       return Status::NotFound(files.front().string() + " lists no data files");
     }
     files = std::move(exported_files);
+    // The export's own fields keep their names and types; its tars' json members are packrec's
+    // metadata unless a field is json.
+    options.known_fields = std::move(exported_fields);
+    options.packrec_export = true;
+    options.wds_json_is_metadata = std::ranges::none_of(
+        options.known_fields,
+        [](const FieldSpec& field) { return FieldFileSuffix(field) == "json"; });
   } else if (files.size() == 1 && fs::is_directory(files.front(), error)) {
     SourceFormat contained = SourceFormat::kAuto;
     std::vector<fs::path> inside = ContainerFilesIn(files.front(), &contained);

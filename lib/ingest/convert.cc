@@ -13,6 +13,7 @@
 #include "core/output_dir.h"
 #include "dataset/registry.h"
 #include "ingest/convert_internal.h"
+#include "ingest/field_routing.h"
 #include "packrec/image.h"
 
 namespace packrec {
@@ -37,6 +38,7 @@ bool OutputInsideSource(const ConvertOptions& options) {
 }
 
 Status ValidateOptions(const ConvertOptions& options) {
+  PACKREC_RETURN_IF_ERROR(CheckFieldSelection(options.source_options));
   if (options.threads > 1024) {
     return Status::InvalidArgument("--threads must be 1 to 1024, got " +
                                    std::to_string(options.threads));

@@ -8,6 +8,7 @@
 
 #include "core/ordered_pipeline.h"
 #include "ingest/convert_internal.h"
+#include "ingest/field_routing.h"
 #include "ingest/listing_hash.h"
 
 namespace packrec::conversion {
@@ -101,9 +102,9 @@ class OrderedPrefetch {
 
 // Adds listing item `i`, prepared, or rejects it; asks the writer for a resume point whenever one
 // is due.
-Status AddItem(std::size_t i, const SourceItem& item, std::size_t field_count, Prepared& prepared,
-               std::uint64_t listing_offset, DatasetWriter& writer, ResumePoints& points,
-               RecordLoop& loop, ConvertStats& stats) {
+Status AddItem(std::size_t i, const SourceItem& item, std::vector<std::uint64_t>& field_records,
+               Prepared& prepared, std::uint64_t listing_offset, DatasetWriter& writer,
+               ResumePoints& points, RecordLoop& loop, ConvertStats& stats) {
   const std::uint64_t input_bytes_before = stats.input_bytes;
   stats.input_bytes += prepared.input_bytes;
   if (!prepared.status.ok()) {
@@ -115,10 +116,13 @@ Status AddItem(std::size_t i, const SourceItem& item, std::size_t field_count, P
     return Status::OK();
   }
   points.Adding(i, input_bytes_before, prepared.input_stamp);
-  const std::vector<FieldView> fields = prepared.FieldViews(field_count);
+  const std::vector<FieldView> fields = prepared.FieldViews(field_records.size());
   RecordInput record{item.key, item.label, prepared.bytes, prepared.image};
   record.fields = fields;
   PACKREC_RETURN_IF_ERROR(loop.Add(writer, record));
+  for (std::size_t field = 0; field < fields.size(); ++field) {
+    field_records[field] += fields[field].present ? 1 : 0;
+  }
   points.Added();
   if (!writer.CheckpointDue()) return Status::OK();
   const Status checkpoint = writer.Checkpoint(
@@ -153,6 +157,7 @@ Result<ConvertStats> ConvertItems(const ConvertOptions& options, const SourceLis
   ResumePoints points(metadata, begin);
   RecordLoop loop(options, progress, start, stats);
   const std::size_t items = listing.items.size();
+  std::vector<std::uint64_t> field_records(listing.fields.size(), 0);
   Status failure;
   {
     OrderedPrefetch prefetch(listing, options, ThreadCount(options), begin.next_item);
@@ -161,7 +166,7 @@ Result<ConvertStats> ConvertItems(const ConvertOptions& options, const SourceLis
     if (!failure.ok()) loop.SetWriterFailed();
     for (std::size_t i = begin.next_item; failure.ok() && i < items; ++i) {
       Result<Prepared> prepared = prefetch.Take(i);
-      failure = prepared.ok() ? AddItem(i, listing.items[i], listing.fields.size(), *prepared,
+      failure = prepared.ok() ? AddItem(i, listing.items[i], field_records, *prepared,
                                         listing_offset, writer, points, loop, stats)
                               : prepared.status();
       if (failure.ok())
@@ -171,12 +176,15 @@ Result<ConvertStats> ConvertItems(const ConvertOptions& options, const SourceLis
   if (failure.ok()) failure = loop.CheckSomethingWritten(writer);
   // What listing left out comes first (it is not part of any resume point: every run lists).
   stats.rejects.insert(stats.rejects.begin(), listing.rejects.begin(), listing.rejects.end());
+  // A resumed run saw only the records after its resume point.
+  if (begin.resumed_records == 0) metadata.field_records = std::move(field_records);
   return FinishConversion(writer, metadata, failure, loop.writer_failed(), std::move(stats), start);
 }
 
 Result<ConvertStats> ConvertListing(const ConvertOptions& options, const ProgressCallback& progress,
                                     Clock::time_point start) {
   PACKREC_ASSIGN_OR_RETURN(SourceListing listing, ListSource(options));
+  PACKREC_RETURN_IF_ERROR(SelectListingFields(listing, options.source_options));
   if (listing.items.empty()) {
     return Status::NotFound("no images found in " + options.source.string());
   }

@@ -13,6 +13,7 @@
 #include "core/ordered_pipeline.h"
 #include "core/threads.h"
 #include "ingest/convert_internal.h"
+#include "ingest/field_routing.h"
 #include "ingest/listing_hash.h"
 #include "storage/payload.h"
 
@@ -127,6 +128,7 @@ class SourcePump {
     const std::uint64_t reached = source_.bytes_read();
     prefetcher_.Reached(reached > 0 ? reached : records_bytes_);
     bytes = pumped.record.bytes.size();
+    for (const auto& value : pumped.record.fields) bytes += value ? value->size() : 0;
     return more;
   }
 
@@ -206,19 +208,24 @@ DatasetMetadata StreamMetadata(const ConvertOptions& options, SourceFormat forma
 // Takes every record the pump prepared, in source order, through the record loop; hashes the
 // (key, label) pairs written into `items_hash`.
 Status PumpRecords(SourcePump& pump, DatasetWriter& writer, RecordLoop& loop, ConvertStats& stats,
-                   const RecordSource& source, Xxh64Stream& items_hash) {
+                   const RecordSource& source, FieldRouter& router, Xxh64Stream& items_hash) {
   const std::uint64_t size_hint = source.size_hint();
-  const std::size_t field_count = source.fields().size();
   std::uint64_t done = 0;
+  std::vector<FieldView> fields;
   for (;;) {
     PumpedRecord pumped;
     PACKREC_ASSIGN_OR_RETURN(const bool more, pump.Take(pumped));
     if (!more) break;
-    const SourceRecord& record = pumped.record;
-    const Prepared& prepared = pumped.prepared;
+    SourceRecord& record = pumped.record;
+    Prepared& prepared = pumped.prepared;
     stats.input_bytes += prepared.input_bytes;
+    router.Extend(record.added_fields);
+    if (prepared.status.ok() && !record.typed_fields.empty()) {
+      prepared.status = router.PlaceTyped(record.typed_fields, prepared.field_values);
+    }
     if (prepared.status.ok()) {
-      const std::vector<FieldView> fields = prepared.FieldViews(field_count);
+      const Status routed = router.Route(prepared.field_values, writer, fields);
+      if (!routed.ok()) return routed.WithContext(record.origin);
       RecordInput input{record.key, record.label, prepared.bytes, prepared.image, pumped.checksum};
       input.fields = fields;
       PACKREC_RETURN_IF_ERROR(loop.Add(writer, input));
@@ -243,7 +250,8 @@ Result<ConvertStats> ConvertStream(const ConvertOptions& options, SourceFormat f
                            OpenRecordSource(options.source.string(), format, source_options));
   WriterOptions writer_options = options.writer;
   writer_options.classes = source->classes();
-  writer_options.fields = source->fields();
+  FieldRouter router(options.source_options);
+  writer_options.fields = router.Start(source->fields());
   PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<DatasetWriter> writer,
                            CreateDatasetWriter(options.output, writer_options));
   ConvertStats stats;
@@ -258,10 +266,12 @@ Result<ConvertStats> ConvertStream(const ConvertOptions& options, SourceFormat f
       writer->Abort();
       return pump.started();
     }
-    failure = PumpRecords(pump, *writer, loop, stats, *source, items_hash);
+    failure = PumpRecords(pump, *writer, loop, stats, *source, router, items_hash);
   }
   if (failure.ok()) failure = loop.CheckSomethingWritten(*writer);
+  if (failure.ok()) failure = router.CheckKeptFieldsSeen();
   DatasetMetadata metadata = StreamMetadata(options, format, *source, items_hash.Digest());
+  metadata.field_records = router.records_per_field();
   return FinishConversion(*writer, metadata, failure, loop.writer_failed(), std::move(stats),
                           start);
 }

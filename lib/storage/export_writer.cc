@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <system_error>
 
+#include "storage/field_block.h"
 #include "storage/manifest_json.h"
 #include "storage/payload.h"
 
@@ -95,6 +96,16 @@ Status ExportWriter::Add(const RecordInput& record) {
   return Status::OK();
 }
 
+Status ExportWriter::AddFields(std::span<const FieldSpec> fields) {
+  if (finished_) return Status::Internal("AddFields after Finish");
+  std::vector<FieldSpec> schema = options_.fields;
+  schema.insert(schema.end(), fields.begin(), fields.end());
+  PACKREC_RETURN_IF_ERROR(ValidateSchema(schema));
+  PACKREC_RETURN_IF_ERROR(CheckSchema(schema));
+  options_.fields = std::move(schema);
+  return Status::OK();
+}
+
 Status ExportWriter::Finish(const DatasetMetadata& metadata) {
   if (finished_) return Status::Internal("Finish called twice");
   if (open_) PACKREC_RETURN_IF_ERROR(Seal());
@@ -117,6 +128,10 @@ Status ExportWriter::Finish(const DatasetMetadata& metadata) {
       {"options", options.is_discarded() ? nlohmann::json::object() : options},
       {"files", files},
   };
+  // The fields the records carry (their members, features), so that an import of the export
+  // knows which parts of a sample are fields and which are packrec's own (SampleMetadata).
+  if (!options_.fields.empty()) manifest["fields"] = SchemaToJson(options_.fields);
+  if (!SampleMetadata().empty()) manifest["sample_metadata"] = SampleMetadata();
   std::string text;
   try {
     text = manifest.dump(2) + "\n";

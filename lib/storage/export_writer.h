@@ -52,9 +52,16 @@ class ExportWriter : public DatasetWriter {
   ~ExportWriter() override;
   Status Add(const RecordInput& record) final;
   Status Finish(const DatasetMetadata& metadata) final;
+  Status AddFields(std::span<const FieldSpec> fields) final;
   void Abort() final;
   std::uint64_t records_written() const final { return records_; }
   std::uint64_t bytes_written() const final { return bytes_written_; }
+  // NotSupported naming the first field of `schema` the format cannot express (checked when the
+  // writer is created and when the schema grows).
+  virtual Status CheckSchema(const std::vector<FieldSpec>& schema) const {
+    (void)schema;
+    return Status::OK();
+  }
 
  protected:
   ExportWriter(OutputDirectory out, WriterOptions options, std::string format);
@@ -71,6 +78,9 @@ class ExportWriter : public DatasetWriter {
   // Seals the open file(s); appends what was sealed to `files`.
   virtual Status SealFile(std::vector<std::string>& files, std::uint64_t& bytes) = 0;
   virtual void DiscardFile() = 0;
+  // The part of each sample that holds packrec's own metadata rather than a field ("json" for
+  // WebDataset tars without a json field), recorded in packrec-export.json; empty for none.
+  virtual std::string SampleMetadata() const { return ""; }
 
  private:
   OutputDirectory out_;
@@ -102,7 +112,9 @@ Result<std::unique_ptr<DatasetWriter>> CreateExportWriter(const std::filesystem:
   PACKREC_ASSIGN_OR_RETURN(OutputDirectory out,
                            OutputDirectory::Prepare(dir, kExportManifestName, options.overwrite,
                                                     OutputDirectory::OutputKind::kExport));
-  return std::unique_ptr<DatasetWriter>(new Writer(std::move(out), options));
+  auto writer = std::unique_ptr<Writer>(new Writer(std::move(out), options));
+  PACKREC_RETURN_IF_ERROR(static_cast<ExportWriter&>(*writer).CheckSchema(options.fields));
+  return std::unique_ptr<DatasetWriter>(std::move(writer));
 }
 
 }  // namespace packrec

@@ -150,18 +150,38 @@ Status AppendFieldBlock(std::size_t field_count, std::span<const FieldView> valu
   return Status::OK();
 }
 
-Result<FieldView> DecodeFieldValue(std::span<const std::byte> block, std::size_t field_count,
-                                   std::size_t field, bool verify) {
-  if (field >= field_count) {
-    return Status::OutOfRange("field " + std::to_string(field) + " of " +
-                              std::to_string(field_count));
+Result<std::size_t> FieldTableEntries(std::span<const std::byte> block, std::size_t field_count) {
+  // The table ends where the first value starts (values follow it without a gap), or at the end
+  // of a block whose values are all absent; entries are read until then.
+  std::size_t table_end = block.size();
+  std::size_t entries = 0;
+  while (entries < field_count && (entries + 1) * kFieldTableEntrySize <= table_end) {
+    const std::uint32_t offset = LoadLE<std::uint32_t>(&block[entries * kFieldTableEntrySize]);
+    ++entries;
+    if (offset == kAbsentFieldOffset) continue;
+    if (offset < entries * kFieldTableEntrySize) {
+      return Status::Corruption("field table entry " + std::to_string(entries - 1) + " (offset " +
+                                std::to_string(offset) + ") points into the field table");
+    }
+    table_end = std::min<std::size_t>(table_end, offset);
   }
-  const std::size_t table_size = AlignUp(field_count * kFieldTableEntrySize, kFieldValueAlignment);
-  if (block.size() < table_size) {
+  if (entries < field_count && entries * kFieldTableEntrySize != table_end) {
     return Status::Corruption("its field block is " + std::to_string(block.size()) +
-                              " bytes, too small for the table of " + std::to_string(field_count) +
-                              " fields");
+                              " bytes, which do not end its table of " + std::to_string(entries) +
+                              " entries where a table ends (the schema has " +
+                              std::to_string(field_count) + " fields)");
   }
+  return entries;
+}
+
+namespace {
+
+// Field `field` of a block whose table has `entries` entries (FieldTableEntries).
+Result<FieldView> DecodeTableEntry(std::span<const std::byte> block, std::size_t entries,
+                                   std::size_t field, bool verify) {
+  // A field the schema gained after the record was written (docs/formats/fields.md).
+  if (field >= entries) return FieldView{};
+  const std::size_t table_size = entries * kFieldTableEntrySize;
   const std::byte* entry = &block[field * kFieldTableEntrySize];
   const std::uint32_t offset = LoadLE<std::uint32_t>(entry);
   const std::uint32_t size = LoadLE<std::uint32_t>(entry + 4);
@@ -187,6 +207,18 @@ Result<FieldView> DecodeFieldValue(std::span<const std::byte> block, std::size_t
   return view;
 }
 
+}  // namespace
+
+Result<FieldView> DecodeFieldValue(std::span<const std::byte> block, std::size_t field_count,
+                                   std::size_t field, bool verify) {
+  if (field >= field_count) {
+    return Status::OutOfRange("field " + std::to_string(field) + " of " +
+                              std::to_string(field_count));
+  }
+  PACKREC_ASSIGN_OR_RETURN(const std::size_t entries, FieldTableEntries(block, field_count));
+  return DecodeTableEntry(block, entries, field, verify);
+}
+
 std::optional<std::size_t> FirstDamagedField(std::span<const std::byte> block,
                                              std::size_t field_count) {
   for (std::size_t i = 0; i < field_count; ++i) {
@@ -197,9 +229,10 @@ std::optional<std::size_t> FirstDamagedField(std::span<const std::byte> block,
 
 Status DecodeFieldBlock(std::span<const std::byte> block, std::size_t field_count,
                         std::vector<FieldView>& out) {
+  PACKREC_ASSIGN_OR_RETURN(const std::size_t entries, FieldTableEntries(block, field_count));
   out.resize(field_count);
   for (std::size_t i = 0; i < field_count; ++i) {
-    PACKREC_ASSIGN_OR_RETURN(out[i], DecodeFieldValue(block, field_count, i));
+    PACKREC_ASSIGN_OR_RETURN(out[i], DecodeTableEntry(block, entries, i, /*verify=*/false));
   }
   return Status::OK();
 }
@@ -211,6 +244,7 @@ nlohmann::json SchemaToJson(const std::vector<FieldSpec>& fields) {
                     {"type", FieldTypeName(spec.type)},
                     {"suffix", spec.suffix},
                     {"shape", spec.inner_shape}});
+    if (!spec.source_name.empty()) list.back()["source_name"] = spec.source_name;
   }
   return list;
 }
@@ -230,6 +264,9 @@ Result<std::vector<FieldSpec>> SchemaFromJson(const nlohmann::json& json, std::s
       spec.type = *type;
       spec.suffix = entry.at("suffix").get<std::string>();
       spec.inner_shape = entry.at("shape").get<std::vector<std::uint32_t>>();
+      if (entry.contains("source_name")) {
+        spec.source_name = entry.at("source_name").get<std::string>();
+      }
     } catch (const nlohmann::json::exception& error) {
       return bad(std::string("is malformed (") + error.what() + ")");
     }

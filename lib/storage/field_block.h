@@ -44,6 +44,11 @@ std::size_t FieldElementBytes(const FieldSpec& spec);
 Status AppendFieldBlock(std::size_t field_count, std::span<const FieldView> values,
                         std::vector<std::byte>& out);
 
+// How many table entries `block` has: `field_count`, or fewer when the schema gained fields
+// after the record was written (those are absent). Corruption when the table cannot end where
+// the block says.
+Result<std::size_t> FieldTableEntries(std::span<const std::byte> block, std::size_t field_count);
+
 // Views of the `field_count` values in `block` into `out` (pointing into `block`). Corruption
 // (with what is wrong, for the caller to place) when a table entry points outside the block.
 Status DecodeFieldBlock(std::span<const std::byte> block, std::size_t field_count,

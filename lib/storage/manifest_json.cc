@@ -21,9 +21,9 @@ constexpr char kChecksumField[] = "manifest_xxh64";
 std::uint64_t BodyChecksum(const json& body) { return Xxh64(body.dump(2)); }
 
 constexpr const char* kCommonFields[] = {
-    "format",     "format_version", "record_count", "rejected_count", "payload_bytes",
-    "classes",    "label_count",    "listing_hash", "source_kind",    "options",
-    "created_by", "fields",         kChecksumField};
+    "format",     "format_version", "record_count",  "rejected_count", "payload_bytes",
+    "classes",    "label_count",    "listing_hash",  "source_kind",    "options",
+    "created_by", "fields",         "field_records", kChecksumField};
 
 }  // namespace
 
@@ -44,6 +44,7 @@ DatasetManifest ManifestFromMetadata(const DatasetMetadata& metadata, std::strin
   manifest.source_kind = metadata.source_kind;
   manifest.options_json = metadata.options_json;
   manifest.created_by = std::string("packrec ") + Version();
+  manifest.field_records = metadata.field_records;
   return manifest;
 }
 
@@ -67,6 +68,9 @@ Result<std::string> SerializeManifestJson(const DatasetManifest& manifest) {
   body["created_by"] = manifest.created_by;
   // Only datasets with fields have the key, so a dataset without is byte-identical to before.
   if (!manifest.fields.empty()) body["fields"] = SchemaToJson(manifest.fields);
+  if (!manifest.fields.empty() && manifest.field_records.size() == manifest.fields.size()) {
+    body["field_records"] = manifest.field_records;
+  }
   try {
     body[kChecksumField] = Hex64(BodyChecksum(body));
     return body.dump(2) + "\n";
@@ -121,6 +125,19 @@ Result<DatasetManifest> ParseManifestJson(std::string_view text, std::string_vie
     if (body.contains("fields")) {
       PACKREC_ASSIGN_OR_RETURN(manifest.fields, SchemaFromJson(body["fields"], where));
     }
+    if (body.contains("field_records")) {
+      for (const json& count : body.at("field_records")) {
+        manifest.field_records.push_back(GetUnsigned<std::uint64_t>(count));
+      }
+      const bool fits = manifest.field_records.size() == manifest.fields.size() &&
+                        std::ranges::all_of(manifest.field_records, [&](std::uint64_t count) {
+                          return count <= manifest.record_count;
+                        });
+      if (!fits) {
+        return Status::Corruption(where + ": field_records does not hold one count of at most " +
+                                  "record_count per field");
+      }
+    }
     for (const char* field : kCommonFields) body.erase(field);
     manifest.extra = std::move(body);
     return manifest;
@@ -154,6 +171,7 @@ DatasetInfo InfoFromManifest(const DatasetManifest& manifest, std::string format
   info.options_json = manifest.options_json;
   info.created_by = manifest.created_by;
   info.fields = manifest.fields;
+  info.field_records = manifest.field_records;
   return info;
 }
 

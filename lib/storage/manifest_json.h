@@ -31,6 +31,8 @@ struct DatasetManifest {
   std::string options_json = "{}";
   std::string created_by;
   std::vector<FieldSpec> fields;  // the record schema (written only when non-empty)
+  // Records carrying each field (written only when there is one count per field).
+  std::vector<std::uint64_t> field_records;
   nlohmann::json extra = nlohmann::json::object();  // format-specific top-level fields
 };
 

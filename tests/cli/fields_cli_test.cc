@@ -152,11 +152,12 @@ TEST_CASE(
 TEST_CASE("a format that cannot keep the fields refuses the conversion and says which can") {
   test::TempDir dir;
   MakeSideFileTree(dir / "tree");
-  const test::CommandResult run = test::RunCli("convert --format wds " + test::Quote(dir / "tree") +
-                                               " " + test::Quote(dir / "ds"));
+  const test::CommandResult run = test::RunCli(
+      "convert --format recordio " + test::Quote(dir / "tree") + " " + test::Quote(dir / "ds"));
   CHECK(run.exit_code != 0);
   CHECK(run.output.find("does not store record fields") != std::string::npos);
-  CHECK(run.output.find("the shard, lmdb and hdf5 formats keep them") != std::string::npos);
+  CHECK(run.output.find("the shard, lmdb, hdf5, wds and tfrecord formats keep them") !=
+        std::string::npos);
   CHECK_FALSE(fs::exists(dir / "ds"));
 }
 

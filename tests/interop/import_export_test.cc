@@ -549,7 +549,7 @@ TEST_CASE("a WebDataset sparse member whose map goes backwards is one named reje
 }
 
 TEST_CASE(
-    "WebDataset members no record needs are skipped unread, an image over 2 GiB rejects "
+    "WebDataset members of dropped fields are skipped unread, a member over 2 GiB rejects "
     "only its sample") {
   test::TempDir dir;
   fs::create_directories(dir / "src");
@@ -577,10 +577,23 @@ TEST_CASE(
   REQUIRE(fs::file_size(tar) < (8u << 20));
   // Compressed, libarchive cannot seek: it reads through what is skipped.
   REQUIRE(std::system(("gzip -1 -k " + test::Quote(tar)).c_str()) == 0);
+  // Every member is a field unless dropped: a.bin, over 2 GiB, then rejects its sample.
+  {
+    Result<std::unique_ptr<RecordSource>> source =
+        OpenRecordSource(tar.string(), SourceFormat::kWebDataset, {});
+    REQUIRE(source.ok());
+    SourceRecord record;
+    REQUIRE((*source)->Next(record).value());
+    CHECK(record.status.code() == StatusCode::kInvalidInput);
+    CHECK(record.status.message().find("its bin member is 3221225472 bytes, over the 2 GiB") !=
+          std::string::npos);
+  }
+  SourceOptions dropping;
+  dropping.drop_fields = {"bin", "txt", "npy"};
   for (const fs::path& file : {tar, fs::path(tar.string() + ".gz")}) {
     CAPTURE(file);
     Result<std::unique_ptr<RecordSource>> source =
-        OpenRecordSource(file.string(), SourceFormat::kWebDataset, {});
+        OpenRecordSource(file.string(), SourceFormat::kWebDataset, dropping);
     REQUIRE(source.ok());
     SourceRecord record;
     REQUIRE((*source)->Next(record).value());

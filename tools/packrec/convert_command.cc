@@ -190,6 +190,16 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
   command->add_option("--key-field", args->options.source_options.key_field,
                       "Imports: the feature, column or json field holding the record's key");
   command
+      ->add_option("--fields", args->options.source_options.keep_fields,
+                   "Keep only these fields beside image and label (comma-separated: member "
+                   "suffixes, feature or column names, side-file suffixes); default: every field "
+                   "the source holds")
+      ->delimiter(',');
+  command
+      ->add_option("--drop-fields", args->options.source_options.drop_fields,
+                   "Leave these fields out (comma-separated names, as --fields)")
+      ->delimiter(',');
+  command
       ->add_option("--caffe-raw", args->caffe_raw,
                    "Caffe LMDB imports: raw-pixel Datums become png (lossless) or raw (RGB "
                    "pixels, as the hdf5 pixels layout stores them)")

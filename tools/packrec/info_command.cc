@@ -40,11 +40,13 @@ void AddInfoCommand(CLI::App& app, int& exit_code) {
       out["created_by"] = info.created_by;
       out["options"] = nlohmann::json::parse(info.options_json);
       nlohmann::json fields = nlohmann::json::array();
-      for (const FieldSpec& field : info.fields) {
+      for (std::size_t i = 0; i < info.fields.size(); ++i) {
+        const FieldSpec& field = info.fields[i];
         fields.push_back({{"name", field.name},
                           {"type", FieldTypeName(field.type)},
                           {"suffix", field.suffix},
                           {"shape", field.inner_shape}});
+        if (i < info.field_records.size()) fields.back()["records"] = info.field_records[i];
       }
       out["fields"] = std::move(fields);
       nlohmann::json files = nlohmann::json::array();
@@ -72,16 +74,18 @@ void AddInfoCommand(CLI::App& app, int& exit_code) {
       if (info.classes.size() > 8) std::cout << ", ... " << info.classes.back();
     }
     std::cout << "\n";
-    if (!info.fields.empty()) {
-      std::cout << "fields    ";
-      for (std::size_t i = 0; i < info.fields.size(); ++i) {
-        const FieldSpec& field = info.fields[i];
-        std::cout << (i ? ", " : "") << field.name << " (" << FieldTypeName(field.type);
-        for (std::size_t d = 0; d < field.inner_shape.size(); ++d) {
-          std::cout << (d ? " x " : " of N x ") << field.inner_shape[d];
-        }
-        if (field.suffix != field.name && !field.suffix.empty()) std::cout << ", ." << field.suffix;
-        std::cout << ")";
+    // One line per field: name (type[, shape][, .suffix]), and how many records hold it.
+    for (std::size_t i = 0; i < info.fields.size(); ++i) {
+      const FieldSpec& field = info.fields[i];
+      std::cout << (i == 0 ? "fields    " : "          ") << field.name << " ("
+                << FieldTypeName(field.type);
+      for (std::size_t d = 0; d < field.inner_shape.size(); ++d) {
+        std::cout << (d ? " x " : " of N x ") << field.inner_shape[d];
+      }
+      if (field.suffix != field.name && !field.suffix.empty()) std::cout << ", ." << field.suffix;
+      std::cout << ")";
+      if (i < info.field_records.size()) {
+        std::cout << " in " << info.field_records[i] << " of " << info.record_count << " records";
       }
       std::cout << "\n";
     }
