@@ -18,6 +18,7 @@ import io
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tarfile
@@ -186,4 +187,199 @@ assert "(b002)" in rejects and "npy" in rejects, rejects
 assert "(b003)" in rejects and "UTF-8" in rejects, rejects
 assert "key of the sample at byte" in rejects, rejects
 assert info(skipped)["records"] == 3, info(skipped)
-print("whole samples: every member kept, chosen, grown and checked")
+
+# --- 5. a TFRecord with features of the three kinds survives -------------------------------------
+def varint(n):
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def length_delimited(number, payload):
+    return varint((number << 3) | 2) + varint(len(payload)) + payload
+
+
+def feature(value):
+    """tf.train.Feature: bytes_list (1), float_list (2, packed floats), int64_list (3, packed
+    varints, two's complement in 64 bits)."""
+    kind, values = value
+    if kind == "bytes":
+        inner = b"".join(length_delimited(1, v) for v in values)
+        return length_delimited(1, inner)
+    if kind == "float":
+        return length_delimited(2, length_delimited(1, struct.pack(f"<{len(values)}f", *values)))
+    packed = b"".join(varint(v & 0xFFFFFFFFFFFFFFFF) for v in values)
+    return length_delimited(3, length_delimited(1, packed))
+
+
+def tf_example(features):
+    entries = b"".join(length_delimited(1, length_delimited(1, name.encode()) +
+                                        length_delimited(2, feature(value)))
+                       for name, value in features.items())
+    return length_delimited(1, entries)
+
+
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def masked(data):
+    crc = crc32c(data)
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def frames(records):
+    out = b""
+    for data in records:
+        length = struct.pack("<Q", len(data))
+        out += length + struct.pack("<I", masked(length)) + data + struct.pack("<I", masked(data))
+    return out
+
+
+def parse_feature(data):
+    """(kind, values) of a serialized Feature."""
+    def fields(blob):
+        pos = 0
+        while pos < len(blob):
+            tag, pos = read_varint(blob, pos)
+            size, pos = read_varint(blob, pos)
+            yield tag >> 3, blob[pos:pos + size]
+            pos += size
+    (kind, inner), = fields(data)
+    if kind == 1:
+        return "bytes", [v for _, v in fields(inner)]
+    packed = b"".join(v for _, v in fields(inner))
+    if kind == 2:
+        return "float", list(struct.unpack(f"<{len(packed) // 4}f", packed))
+    values, pos = [], 0
+    while pos < len(packed):
+        v, pos = read_varint(packed, pos)
+        values.append(v - (1 << 64) if v >= 1 << 63 else v)
+    return "int64", values
+
+
+def read_varint(data, pos):
+    shift = value = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, pos
+
+
+def parse_tf_example(data):
+    def fields(blob):
+        pos = 0
+        while pos < len(blob):
+            tag, pos = read_varint(blob, pos)
+            size, pos = read_varint(blob, pos)
+            yield tag >> 3, blob[pos:pos + size]
+            pos += size
+    out = {}
+    (_, features), = fields(data)
+    for _, entry in fields(features):
+        parts = dict(fields(entry))
+        out[parts[1].decode()] = parse_feature(parts[2])
+    return out
+
+
+def read_tfrecords(directory):
+    records = []
+    for name in sorted(os.listdir(directory)):
+        if not name.endswith(".tfrecord"):
+            continue
+        with open(os.path.join(directory, name), "rb") as f:
+            blob = f.read()
+        pos = 0
+        while pos < len(blob):
+            (length,) = struct.unpack_from("<Q", blob, pos)
+            records.append(parse_tf_example(blob[pos + 12:pos + 12 + length]))
+            pos += 16 + length
+    return records
+
+
+tf_records = []
+for i, image in enumerate(jpegs):
+    objects = i % 3 + 1
+    tf_records.append({
+        "image/encoded": ("bytes", [image]),
+        "image/class/label": ("int64", [i % 2]),
+        "image/filename": ("bytes", [f"img{i:03d}.jpg".encode()]),
+        "image/source_id": ("bytes", [f"{1000 + i}".encode()]),
+        "image/key/sha256": ("bytes", [bytes([i, 0xFF, 0x00, 0x80])]),  # bytes, not text
+        "image/object/bbox/xmin": ("float", [0.125 * k for k in range(objects)]),
+        "image/object/bbox/ymax": ("float", [0.5 + 0.0625 * k for k in range(objects)]),
+        "image/object/class/label": ("int64", list(range(objects))),
+        "image/object/class/text": ("bytes", [f"thing{k}".encode() for k in range(objects)]),
+        "image/object/area": ("int64", [-5, 2**40][:objects % 2 + 1]),
+        "caption": ("bytes", [f"caption {i}".encode()]),
+    })
+tf_path = os.path.join(work, "train.tfrecord")
+with open(tf_path, "wb") as f:
+    f.write(frames([tf_example(r) for r in tf_records]))
+tf_shard = os.path.join(work, "from-tf.pkr")
+run("convert", tf_path, tf_shard)
+tf_fields = {f["name"]: f for f in info(tf_shard)["fields"]}
+assert tf_fields["image.object.bbox.xmin"]["type"] == "float32[]", tf_fields
+assert tf_fields["image.object.class.label"]["type"] == "int64[]", tf_fields
+assert tf_fields["image.object.class.text"]["type"] == "json", tf_fields
+assert tf_fields["image.source_id"]["type"] == "text", tf_fields
+assert tf_fields["image.key.sha256"]["type"] == "bytes", tf_fields
+assert tf_fields["caption"]["type"] == "text", tf_fields
+assert "image.encoded" not in tf_fields and "image.filename" not in tf_fields, tf_fields
+tf_out = os.path.join(work, "back-tf")
+run("convert", tf_shard, tf_out, "--format", "tfrecord")
+back_tf = read_tfrecords(tf_out)
+assert len(back_tf) == len(tf_records)
+for original, again in zip(tf_records, back_tf):
+    for name, (kind, values) in original.items():
+        assert name in again, (name, sorted(again))
+        got_kind, got = again[name]
+        assert got_kind == kind, (name, kind, got_kind)
+        if kind == "float":
+            assert numpy.array_equal(numpy.float32(values), numpy.float32(got)), (name, values, got)
+        else:
+            assert got == values, (name, values, got)
+
+# A feature of another type than its first record's is a named reject, never a silent change.
+odd = dict(tf_records[1], caption=("int64", [7]))
+bad_tf = os.path.join(work, "bad.tfrecord")
+with open(bad_tf, "wb") as f:
+    f.write(frames([tf_example(tf_records[0]), tf_example(odd), tf_example(tf_records[2])]))
+failed = run("convert", bad_tf, os.path.join(work, "bad-tf-fail.pkr"), ok=False)
+assert failed.returncode != 0 and "caption" in failed.stderr and "record 1" in failed.stderr, \
+    failed.stderr
+skipped_tf = os.path.join(work, "bad-tf-skip.pkr")
+run("convert", bad_tf, skipped_tf, "--on-error", "skip")
+with open(os.path.join(skipped_tf, "rejects.tsv")) as f:
+    rejects = f.read()
+assert "record 1 at byte" in rejects and "caption is int64[]" in rejects, rejects
+assert info(skipped_tf)["records"] == 2
+
+# --- 6. wds -> tfrecord -> packrec -> wds keeps every field ---------------------------------------
+chain_tf = os.path.join(work, "chain-tf")
+run("convert", os.path.join(wds_dir, "*.tar"), chain_tf, "--format", "tfrecord")
+chain_shard = os.path.join(work, "chain.pkr")
+run("convert", chain_tf, chain_shard)
+chain_wds = os.path.join(work, "chain-wds")
+run("convert", chain_shard, chain_wds, "--format", "wds")
+chained = read_tars(chain_wds)
+for (key, members), (_, out) in zip(samples, sorted(chained.items())):
+    for suffix, data in members.items():
+        if suffix.endswith("npy"):
+            assert numpy.array_equal(numpy.load(io.BytesIO(data)),
+                                     numpy.load(io.BytesIO(out[suffix]))), (key, suffix)
+        else:
+            assert out[suffix] == data, (key, suffix, out.get(suffix), data)
+
+print("whole samples: every member and feature kept, chosen, grown and checked")
