@@ -9,7 +9,9 @@
 
 #include "core/endian.h"
 #include "core/file_io.h"
+#include "mds/mds_columns.h"
 #include "mds/mds_format.h"
+#include "storage/field_block.h"
 #include "storage/json_util.h"
 #include "storage/payload.h"
 #include "storage/source_util.h"
@@ -105,7 +107,19 @@ class MdsSource final : public FileListSource {
       : FileListSource(std::move(files)), shards_(std::move(shards)), options_(std::move(options)) {
     for (const Shard& shard : shards_) total_ += shard.samples;
     if (!options_.read_ahead) in_.read_ahead.Disable();
+    // The schema: the first shard's columns beside the image, label and key, as kept.
+    if (!shards_.empty()) {
+      for (const Column& column : shards_.front().columns) {
+        if (IsRecordColumn(shards_.front().columns, column.name)) continue;
+        FieldSpec spec = FieldOfColumn(column.name, column.encoding);
+        if (!options_.KeepsField(spec.name)) continue;
+        fields_.push_back(std::move(spec));
+        field_columns_.push_back(column);
+      }
+    }
   }
+
+  std::vector<FieldSpec> fields() const override { return fields_; }
 
   Result<bool> Next(SourceRecord& record) override {
     for (;;) {
@@ -209,7 +223,7 @@ class MdsSource final : public FileListSource {
       previous = offset;
     }
     in_.position = offsets_[0];
-    return Status::OK();
+    return MapColumns();
   }
 
   // Appends the `length` bytes at `offset` of the loaded shard, which the sample table has
@@ -225,9 +239,54 @@ class MdsSource final : public FileListSource {
     return read;
   }
 
+  // Whether the column is the one a record's image, label or key comes from.
+  bool IsRecordColumn(const std::vector<Column>& columns, const std::string& name) const {
+    std::size_t index = 0;
+    for (const Column* picked : {Pick(columns, options_.image_field, kImageColumns, &index),
+                                 Pick(columns, options_.label_field, kLabelColumns, &index),
+                                 Pick(columns, options_.key_field, kKeyColumns, &index)}) {
+      if (picked != nullptr && picked->name == name) return true;
+    }
+    return false;
+  }
+
+  // Which field each column of the loaded shard fills (nullopt: none). InvalidInput for a column
+  // the first shard, which made the schema, does not have.
+  Status MapColumns() {
+    const std::vector<Column>& columns = shards_[file_index_].columns;
+    column_fields_.assign(columns.size(), std::nullopt);
+    for (std::size_t c = 0; c < columns.size(); ++c) {
+      if (IsRecordColumn(columns, columns[c].name)) continue;
+      if (!options_.KeepsField(FieldOfColumn(columns[c].name, columns[c].encoding).name)) continue;
+      for (std::size_t f = 0; f < field_columns_.size(); ++f) {
+        if (field_columns_[f].name == columns[c].name &&
+            field_columns_[f].encoding == columns[c].encoding) {
+          column_fields_[c] = f;
+        }
+      }
+      if (!column_fields_[c]) {
+        return Status::InvalidInput("its column " + columns[c].name + " (" + columns[c].encoding +
+                                    ") is not one the first shard has, which the dataset's "
+                                    "fields come from");
+      }
+    }
+    return Status::OK();
+  }
+
+  static constexpr std::initializer_list<const char*> kImageColumns = {"image", "img", "jpg",
+                                                                       "jpeg",  "png", "x"};
+  static constexpr std::initializer_list<const char*> kLabelColumns = {"label", "cls", "y",
+                                                                       "target"};
+  static constexpr std::initializer_list<const char*> kKeyColumns = {"key", "filename", "__key__",
+                                                                     "path", "id"};
+
   const Column* Pick(const std::string& wanted, std::initializer_list<const char*> usual,
                      std::size_t* index) const {
-    const std::vector<Column>& columns = shards_[file_index_].columns;
+    return Pick(shards_[file_index_].columns, wanted, usual, index);
+  }
+
+  static const Column* Pick(const std::vector<Column>& columns, const std::string& wanted,
+                            std::initializer_list<const char*> usual, std::size_t* index) {
     for (std::size_t c = 0; c < columns.size(); ++c) {
       if (!wanted.empty() ? columns[c].name == wanted : false) {
         *index = c;
@@ -275,8 +334,7 @@ class MdsSource final : public FileListSource {
       position += size;
     }
     std::size_t image_column = 0, label_column = 0, key_column = 0;
-    const Column* image =
-        Pick(options_.image_field, {"image", "img", "jpg", "jpeg", "png", "x"}, &image_column);
+    const Column* image = Pick(options_.image_field, kImageColumns, &image_column);
     if (image == nullptr) {
       return Status::InvalidInput("no image column (" +
                                   (options_.image_field.empty()
@@ -288,13 +346,11 @@ class MdsSource final : public FileListSource {
       return Status::NotSupported("image column " + image->name + " has encoding " +
                                   image->encoding + "; encoded images (bytes, jpeg, png) only");
     }
-    const Column* label =
-        Pick(options_.label_field, {"label", "cls", "y", "target"}, &label_column);
+    const Column* label = Pick(options_.label_field, kLabelColumns, &label_column);
     if (label == nullptr && !options_.label_field.empty()) {
       return Status::InvalidInput("no column " + options_.label_field);
     }
-    const Column* key =
-        Pick(options_.key_field, {"key", "filename", "__key__", "path", "id"}, &key_column);
+    const Column* key = Pick(options_.key_field, kKeyColumns, &key_column);
     if (key != nullptr && key->encoding != "str" && key->encoding != "bytes") key = nullptr;
     label_bytes_.clear();
     key_bytes_.clear();
@@ -303,9 +359,12 @@ class MdsSource final : public FileListSource {
                                      : label != nullptr && c == label_column ? &label_bytes_
                                      : key != nullptr && c == key_column     ? &key_bytes_
                                                                              : nullptr;
-      if (into == nullptr) continue;  // a column no record is made from: not read
+      if (into == nullptr && column_fields_[c]) into = &field_bytes_;
+      if (into == nullptr) continue;  // a column left out (--drop-fields): not read
+      into->clear();
       PACKREC_RETURN_IF_ERROR(
           ReadShard(begin + fields[c].first, static_cast<std::size_t>(fields[c].second), *into));
+      if (into == &field_bytes_) PACKREC_RETURN_IF_ERROR(KeepColumn(*column_fields_[c], record));
     }
     if (label != nullptr) PACKREC_RETURN_IF_ERROR(ParseLabel(*label, label_bytes_, &record.label));
     if (!key_bytes_.empty()) {
@@ -316,6 +375,22 @@ class MdsSource final : public FileListSource {
       record.key = files_[file_index_].filename().string() + suffix +
                    std::string(SniffImageExtension(record.bytes));
     }
+    return Status::OK();
+  }
+
+  // The column just read (field_bytes_) as its field's value in `record`.
+  Status KeepColumn(std::size_t field, SourceRecord& record) {
+    const FieldSpec& spec = fields_[field];
+    const std::string& encoding = field_columns_[field].encoding;
+    std::vector<std::byte> value;
+    Status converted = ColumnValue(encoding, spec, field_bytes_, value);
+    if (converted.ok()) converted = ValidateFieldValue(spec, value);
+    if (!converted.ok()) {
+      return Status::InvalidInput("column " + field_columns_[field].name + " (" + encoding +
+                                  "): " + converted.message());
+    }
+    if (record.fields.size() <= field) record.fields.resize(fields_.size());
+    record.fields[field] = std::move(value);
     return Status::OK();
   }
 
@@ -365,6 +440,10 @@ class MdsSource final : public FileListSource {
   std::vector<std::uint32_t> offsets_;   // the sample table: samples + 1 offsets
   std::uint64_t sample_ = 0;
   std::vector<std::byte> sizes_header_, label_bytes_, key_bytes_;  // reused sample to sample
+  std::vector<std::byte> field_bytes_;
+  std::vector<FieldSpec> fields_;      // the schema (the first shard's other columns, kept)
+  std::vector<Column> field_columns_;  // the column each field comes from
+  std::vector<std::optional<std::size_t>> column_fields_;  // the loaded shard's columns' fields
 };
 
 }  // namespace

@@ -163,8 +163,12 @@ std::optional<NpyArray> ParseNpy(std::span<const std::byte> bytes) {
 
 std::vector<std::byte> EncodeNpy(FieldType type, std::span<const std::uint64_t> shape,
                                  std::span<const std::byte> data) {
-  std::string header = std::string("{'descr': '") + (type == FieldType::kInt64 ? "<i8" : "<f4") +
-                       "', 'fortran_order': False, 'shape': (";
+  return EncodeNpy(type == FieldType::kInt64 ? "<i8" : "<f4", shape, data);
+}
+
+std::vector<std::byte> EncodeNpy(std::string_view descr, std::span<const std::uint64_t> shape,
+                                 std::span<const std::byte> data) {
+  std::string header = "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': (";
   for (std::size_t d = 0; d < shape.size(); ++d) {
     header += (d ? ", " : "") + std::to_string(shape[d]);
   }

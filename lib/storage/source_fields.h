@@ -50,6 +50,9 @@ std::optional<NpyArray> ParseNpy(std::span<const std::byte> bytes);
 // array of `type` and `shape`.
 std::vector<std::byte> EncodeNpy(FieldType type, std::span<const std::uint64_t> shape,
                                  std::span<const std::byte> data);
+// The same for any NumPy dtype string ("<f8", "|u1").
+std::vector<std::byte> EncodeNpy(std::string_view descr, std::span<const std::uint64_t> shape,
+                                 std::span<const std::byte> data);
 
 }  // namespace packrec
 

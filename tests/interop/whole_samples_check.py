@@ -382,4 +382,85 @@ for (key, members), (_, out) in zip(samples, sorted(chained.items())):
         else:
             assert out[suffix] == data, (key, suffix, out.get(suffix), data)
 
-print("whole samples: every member and feature kept, chosen, grown and checked")
+
+# --- 7. an MDS dataset with str, int, float, json, ndarray and jpeg columns survives -------------
+def mds_ndarray(array):
+    """Streaming's NDArray encoding without a fixed dtype or shape: dtype code, ndim << 2 |
+    shape width code (uint8 here), the shape, the values."""
+    codes = {"uint8": 8, "int16": 17, "float32": 34, "int64": 65, "float64": 66}
+    return (bytes([codes[array.dtype.name], (array.ndim << 2) | 0]) +
+            bytes(array.shape) + array.tobytes())
+
+
+# index.json lists columns sorted by name, as MDSWriter does.
+mds_columns = [("caption", "str", None), ("count", "int", 8), ("emb", "ndarray", None),
+               ("grid", "ndarray:float32:2,3", 24), ("image", "jpeg", None),
+               ("label", "int", 8), ("meta", "json", None), ("precise", "float64", 8),
+               ("score", "float32", 4), ("small", "int16", 2)]
+mds_rows = []
+for i, image in enumerate(jpegs):
+    mds_rows.append({
+        "caption": f"mds caption {i} ü".encode(),
+        "count": struct.pack("<q", -3 * i),
+        "emb": mds_ndarray(numpy.arange(i + 2, dtype=[numpy.uint8, numpy.float64][i % 2])),
+        "grid": (numpy.arange(6, dtype=numpy.float32) * i).tobytes(),
+        "image": image,
+        "label": struct.pack("<q", i % 2),
+        "meta": json.dumps({"i": i, "tags": ["a", "b"][:i % 3]}).encode(),
+        "precise": struct.pack("<d", 0.1 * i + 1e-12),
+        "score": struct.pack("<f", i / 3),
+        "small": struct.pack("<h", -i),
+    })
+
+
+def mds_sample_bytes(row):
+    sizes = b"".join(struct.pack("<I", len(row[name])) for name, _, size in mds_columns
+                     if size is None)
+    return sizes + b"".join(row[name] for name, _, _ in mds_columns)
+
+
+mds_dir = os.path.join(work, "mds")
+os.makedirs(mds_dir)
+blobs = [mds_sample_bytes(row) for row in mds_rows]
+config = json.dumps({"format": "mds"}).encode()
+offsets, at = [], 4 + 4 * (len(blobs) + 1) + len(config)
+for blob in blobs:
+    offsets.append(at)
+    at += len(blob)
+offsets.append(at)
+with open(os.path.join(mds_dir, "shard.00000.mds"), "wb") as f:
+    f.write(struct.pack("<I", len(blobs)) + struct.pack(f"<{len(offsets)}I", *offsets) + config +
+            b"".join(blobs))
+with open(os.path.join(mds_dir, "index.json"), "w") as f:
+    json.dump({"version": 2, "shards": [{
+        "column_encodings": [c[1] for c in mds_columns],
+        "column_names": [c[0] for c in mds_columns],
+        "column_sizes": [c[2] for c in mds_columns], "compression": None, "format": "mds",
+        "hashes": [], "raw_data": {"basename": "shard.00000.mds", "bytes": at, "hashes": {}},
+        "samples": len(blobs), "size_limit": 1 << 26, "version": 2, "zip_data": None}]}, f)
+mds_shard = os.path.join(work, "from-mds.pkr")
+run("convert", mds_dir, mds_shard)
+mds_fields = {f["name"]: f for f in info(mds_shard)["fields"]}
+assert {n: f["type"] for n, f in mds_fields.items()} == {
+    "caption": "text", "count": "int64[]", "emb": "bytes", "grid": "float32[]", "meta": "json",
+    "precise": "json", "score": "float32[]", "small": "int64[]"}, mds_fields
+assert mds_fields["grid"]["shape"] == [3], mds_fields["grid"]
+mds_out = os.path.join(work, "back-mds")
+run("convert", mds_shard, mds_out, "--format", "wds")
+mds_back = [members for _, members in sorted(read_tars(mds_out).items())]
+for i, (row, out) in enumerate(zip(mds_rows, mds_back)):
+    assert out["jpg"] == row["image"] and out["cls"] == str(i % 2).encode()
+    assert out["caption"] == row["caption"]
+    assert json.loads(out["meta"]) == json.loads(row["meta"])
+    assert json.loads(out["precise"]) == struct.unpack("<d", row["precise"])[0]
+    assert numpy.load(io.BytesIO(out["count.npy"])).tolist() == [-3 * i]
+    assert numpy.load(io.BytesIO(out["small.npy"])).tolist() == [-i]
+    assert numpy.load(io.BytesIO(out["score.npy"])).tolist() == [numpy.float32(i / 3)]
+    grid = numpy.load(io.BytesIO(out["grid.npy"]))
+    assert grid.shape == (2, 3) and numpy.array_equal(grid.ravel(),
+                                                      numpy.arange(6, dtype=numpy.float32) * i)
+    emb = numpy.load(io.BytesIO(out["emb.npy"]))
+    expected = numpy.arange(i + 2, dtype=[numpy.uint8, numpy.float64][i % 2])
+    assert emb.dtype == expected.dtype and numpy.array_equal(emb, expected), (emb, expected)
+
+print("whole samples: every member, feature and column kept, chosen, grown and checked")
