@@ -26,6 +26,10 @@ struct ConvertOptions {
   WriterOptions writer;
   ListFileKind list_kind = ListFileKind::kAuto;
   std::filesystem::path list_root;  // list files: paths are relative to this (default: its dir)
+  // A COCO instances JSON annotating the images of the `source` folder: one record per entry of
+  // its "images", with boxes, category ids, crowd flags, areas, annotation ids and segmentations
+  // as fields (docs/formats/fields.md). Image folders only.
+  std::filesystem::path annotations;
   std::optional<std::uint64_t> shuffle_seed;  // shuffle the listing at convert time
   unsigned threads = 0;  // readers/validators (imports: workers preparing records); 0: one per core
   OnBadRecord on_error = OnBadRecord::kFail;

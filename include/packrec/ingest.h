@@ -40,6 +40,8 @@ struct SourceListing {
   // The fields the side files carry (their suffixes, sorted), which the dataset's schema becomes;
   // empty when no image has a side file.
   std::vector<FieldSpec> fields;
+  // COCO input (--annotations): the JSON's "categories", which the manifest's options keep.
+  std::string categories_json = {};
 };
 
 enum class ListFileKind { kAuto, kCaffe, kMxnet };

@@ -120,6 +120,13 @@ std::string OptionsJson(const ConvertOptions& options, std::uint64_t part_begin,
   json["resize_short"] = options.resize_short;
   json["quality"] = options.quality;
   json["on_error"] = options.on_error == OnBadRecord::kSkip ? "skip" : "fail";
+  if (!options.annotations.empty()) json["annotations"] = options.annotations.filename().string();
+  if (!options.source_options.keep_fields.empty()) {
+    json["fields"] = options.source_options.keep_fields;
+  }
+  if (!options.source_options.drop_fields.empty()) {
+    json["drop_fields"] = options.source_options.drop_fields;
+  }
   // The part's place in the whole conversion ("part" is what merge checks and removes; every
   // other option is the same in every part and in the merged manifest).
   if (options.part_count > 0) {

@@ -1,12 +1,15 @@
 // The listing engine: an image folder or a list file, listed up front (so it can be hashed,
 // shuffled, split into parts and resumed), its files read and prepared on N threads and handed to
 // the one writer in listing order. A bounded window between them keeps memory flat on huge inputs.
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <limits>
 #include <string>
 #include <system_error>
 
 #include "core/ordered_pipeline.h"
+#include "ingest/coco.h"
 #include "ingest/convert_internal.h"
 #include "ingest/field_routing.h"
 #include "ingest/listing_hash.h"
@@ -22,6 +25,10 @@ Result<SourceListing> ListSource(const ConvertOptions& options) {
   if (!fs::exists(status)) {
     return Status::NotFound("input " + options.source.string() + " does not exist");
   }
+  if (!options.annotations.empty() && !fs::is_directory(status)) {
+    return Status::InvalidArgument("--annotations annotates a folder of images; " +
+                                   options.source.string() + " is not a directory");
+  }
   if (fs::is_directory(status)) {
     if (options.from == SourceFormat::kListFile) {
       return Status::InvalidArgument("--from list reads a list file; " + options.source.string() +
@@ -31,6 +38,7 @@ Result<SourceListing> ListSource(const ConvertOptions& options) {
       return Status::InvalidArgument("--root applies to list files only; " +
                                      options.source.string() + " is a directory");
     }
+    if (!options.annotations.empty()) return ListCocoImages(options.source, options.annotations);
     return ListImageFolder(options.source);
   }
   if (!fs::is_regular_file(status)) {
@@ -195,6 +203,11 @@ Result<ConvertStats> ConvertListing(const ConvertOptions& options, const Progres
   if (options.shuffle_seed) ShuffleListing(listing, *options.shuffle_seed);
   if (options.part_count > 0) return ConvertPart(options, listing, metadata, progress, start);
   metadata.options_json = OptionsJson(options);
+  if (!listing.categories_json.empty()) {
+    nlohmann::json recorded = nlohmann::json::parse(metadata.options_json);
+    recorded["categories"] = nlohmann::json::parse(listing.categories_json);
+    metadata.options_json = recorded.dump();
+  }
   if (options.resume) {
     // With a journal left, the conversion is not finished, even where its dataset already opens
     // (LMDB's manifest key is committed before its rejects file is written).

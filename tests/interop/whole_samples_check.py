@@ -463,4 +463,68 @@ for i, (row, out) in enumerate(zip(mds_rows, mds_back)):
     expected = numpy.arange(i + 2, dtype=[numpy.uint8, numpy.float64][i % 2])
     assert emb.dtype == expected.dtype and numpy.array_equal(emb, expected), (emb, expected)
 
+
+# --- 8. COCO instances over an image folder ------------------------------------------------------
+coco_images = os.path.join(work, "coco", "train2017")
+os.makedirs(coco_images)
+coco = {"images": [], "annotations": [],
+        "categories": [{"id": 1, "name": "person", "supercategory": "person"},
+                       {"id": 18, "name": "dog", "supercategory": "animal"}]}
+for i, image in enumerate(jpegs[:5]):
+    name = f"{i + 9:012d}.jpg"
+    with open(os.path.join(coco_images, name), "wb") as f:
+        f.write(image)
+    coco["images"].append({"id": 100 + i, "file_name": name, "width": 64, "height": 48})
+annotation_id = 7000
+for i in range(4):  # image 104 has no annotations
+    for k in range(i + 1):
+        annotation_id += 1
+        segmentation = ({"counts": [3, 5, 2], "size": [48, 64]} if k == 1 else
+                        [[10.5 + k, 12.25, 30.0, 12.25, 30.0, 40.75 + i]])
+        coco["annotations"].append({
+            "id": annotation_id, "image_id": 100 + i, "category_id": [1, 18][k % 2],
+            "bbox": [10.5 + k, 12.25, 19.5 + i, 28.5], "area": 555.75 + k,
+            "iscrowd": 1 if k == 1 else 0, "segmentation": segmentation})
+coco_json = os.path.join(work, "coco", "instances_train2017.json")
+with open(coco_json, "w") as f:
+    json.dump(coco, f)
+coco_shard = os.path.join(work, "coco.pkr")
+run("convert", coco_images, coco_shard, "--annotations", coco_json)
+coco_info = info(coco_shard)
+assert coco_info["records"] == 5
+assert [c["name"] for c in coco_info["options"]["categories"]] == ["person", "dog"]
+assert [(f["name"], f["records"]) for f in coco_info["fields"]] == [
+    ("boxes", 5), ("category_id", 5), ("iscrowd", 5), ("area", 5), ("annotation_id", 5),
+    ("segmentation", 5)], coco_info["fields"]
+coco_out = os.path.join(work, "coco-wds")
+run("convert", coco_shard, coco_out, "--format", "wds")
+for image, (_, out) in zip(coco["images"], sorted(read_tars(coco_out).items())):
+    mine = [a for a in coco["annotations"] if a["image_id"] == image["id"]]
+    boxes = numpy.load(io.BytesIO(out["boxes.npy"]))
+    assert boxes.shape == (len(mine), 4), boxes.shape
+    assert numpy.array_equal(boxes, numpy.float32([a["bbox"] for a in mine]).reshape(-1, 4))
+    assert numpy.load(io.BytesIO(out["category_id.npy"])).tolist() == \
+        [a["category_id"] for a in mine]
+    assert numpy.load(io.BytesIO(out["annotation_id.npy"])).tolist() == [a["id"] for a in mine]
+    assert numpy.load(io.BytesIO(out["iscrowd.npy"])).tolist() == [a["iscrowd"] for a in mine]
+    assert json.loads(out["segmentation"]) == [a["segmentation"] for a in mine]
+
+# An annotation of an image that is not listed, and a box of negative size: named rejects.
+coco["annotations"].append({"id": 1, "image_id": 999, "category_id": 1, "bbox": [0, 0, 1, 1],
+                            "area": 1, "iscrowd": 0, "segmentation": []})
+coco["annotations"].append({"id": 2, "image_id": 104, "category_id": 1, "bbox": [0, 0, -4, 1],
+                            "area": 1, "iscrowd": 0, "segmentation": []})
+bad_json = os.path.join(work, "coco", "bad.json")
+with open(bad_json, "w") as f:
+    json.dump(coco, f)
+failed = run("convert", coco_images, os.path.join(work, "coco-fail.pkr"), "--annotations",
+             bad_json, ok=False)
+assert failed.returncode != 0 and "image_id 999" in failed.stderr, failed.stderr
+coco_skip = os.path.join(work, "coco-skip.pkr")
+run("convert", coco_images, coco_skip, "--annotations", bad_json, "--on-error", "skip")
+with open(os.path.join(coco_skip, "rejects.tsv")) as f:
+    rejects = f.read()
+assert "image_id 999" in rejects and "negative size" in rejects, rejects
+assert info(coco_skip)["records"] == 4
+
 print("whole samples: every member, feature and column kept, chosen, grown and checked")

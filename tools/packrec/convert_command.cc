@@ -196,6 +196,11 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
                    "the source holds")
       ->delimiter(',');
   command
+      ->add_option("--annotations", args->options.annotations,
+                   "A COCO instances JSON over the images of SRC (a folder): each image's boxes, "
+                   "category ids, crowd flags, areas and segmentations become fields")
+      ->check(CLI::ExistingFile);
+  command
       ->add_option("--drop-fields", args->options.source_options.drop_fields,
                    "Leave these fields out (comma-separated names, as --fields)")
       ->delimiter(',');
