@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/endian.h"
 #include "core/file_io.h"
 #include "decode/codecs.h"
 #include "lmdb/caffe_datum.pb.h"
@@ -118,13 +119,16 @@ class CaffeLmdbSource final : public RecordSource {
     }
     record.label = static_cast<std::uint32_t>(datum_.label());
     const std::string& data = datum_.data();
+    if (datum_.float_data_size() > 0 && !data.empty()) KeepFloatData(record);
     if (datum_.encoded()) {
       const auto bytes = AsBytes(data);
       record.bytes.assign(bytes.begin(), bytes.end());
       return Status::OK();
     }
     if (datum_.float_data_size() > 0 && data.empty()) {
-      return Status::NotSupported("float_data Datums (features, not images) are not imported");
+      return Status::NotSupported(
+          "float_data Datums without an image (features alone) are not imported: packrec "
+          "records are images; a Datum with an image keeps its float_data as a field");
     }
     const std::int64_t channels = datum_.channels(), height = datum_.height(),
                        width = datum_.width();
@@ -163,8 +167,27 @@ class CaffeLmdbSource final : public RecordSource {
     return Status::OK();
   }
 
+  // A Datum's float_data beside its image, as the field float_data (float32[]), met with the
+  // first Datum that has it.
+  void KeepFloatData(SourceRecord& record) {
+    if (!float_data_met_) {
+      record.added_fields.push_back({"float_data", FieldType::kFloat32, "", {}});
+      float_data_met_ = true;
+    }
+    std::vector<std::byte> values(4 * static_cast<std::size_t>(datum_.float_data_size()));
+    for (int i = 0; i < datum_.float_data_size(); ++i) {
+      const float number = datum_.float_data(i);
+      std::uint32_t bits = 0;
+      std::memcpy(&bits, &number, sizeof bits);
+      StoreLE<std::uint32_t>(values.data() + 4 * static_cast<std::size_t>(i), bits);
+    }
+    record.fields.resize(1);
+    record.fields[0] = std::move(values);
+  }
+
   fs::path path_;
   SourceOptions options_;
+  bool float_data_met_ = false;
   std::vector<fs::path> files_;
   MDB_env* env_ = nullptr;
   MDB_txn* txn_ = nullptr;

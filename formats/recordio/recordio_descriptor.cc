@@ -12,7 +12,8 @@ const FormatDescriptor& RecordIoFormat() {
                .suffixes = {},
                .readable = false,
                .single_file = false,
-               .resumable = false},
+               .resumable = false,
+               .stores_fields = true},
       .create = CreateRecordIoWriter,
       .side_file_suffixes = {},  // nothing beside its output
   };

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "packrec/source.h"
@@ -24,6 +25,9 @@ const FormatDescriptor& RecordIoFormat();
 inline constexpr std::uint32_t kMagic = 0xced7230a;
 inline constexpr std::size_t kPartHeaderSize = 8;  // the magic, then lrecord (flag, length)
 inline constexpr std::size_t kIrHeaderSize = 24;
+// The field that holds a record's packed labels (IRHeader.flag float32 values, im2rec
+// --pack-label), on import and export.
+inline constexpr std::string_view kPackLabelField = "pack_label";
 inline constexpr std::uint32_t kMaxPartLength = (1u << 29) - 1;
 
 Result<std::unique_ptr<RecordSource>> OpenRecordIoSource(std::vector<std::filesystem::path> files,

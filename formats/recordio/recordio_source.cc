@@ -173,6 +173,17 @@ class RecordIoSource final : public FileListSource {
     return Status::OK();
   }
 
+  // im2rec --pack-label's labels (IRHeader.flag float32 values after the header) as the field
+  // pack_label, met with the first record that has them.
+  void KeepPackedLabels(std::vector<std::byte> labels, SourceRecord& record) {
+    if (!pack_label_met_) {
+      record.added_fields.push_back({std::string(kPackLabelField), FieldType::kFloat32, "", {}});
+      pack_label_met_ = true;
+    }
+    record.fields.resize(1);
+    record.fields[0] = std::move(labels);
+  }
+
   static Status TooShort(std::size_t size) {
     return Status::InvalidInput("record of " + std::to_string(size) +
                                 " bytes is shorter than an image record header (24)");
@@ -203,6 +214,12 @@ class RecordIoSource final : public FileListSource {
         in_.position += PaddedPartSize(length);
         return parsed;
       }
+      if (image_offset > kIrHeaderSize) {
+        std::vector<std::byte> labels;
+        PACKREC_RETURN_IF_ERROR(in_.AppendTo(in_.position + kPartHeaderSize + kIrHeaderSize,
+                                             image_offset - kIrHeaderSize, labels));
+        KeepPackedLabels(std::move(labels), record);
+      }
       PACKREC_RETURN_IF_ERROR(TakePart(length, image_offset, record.bytes));
     } else {
       std::vector<std::byte> data;
@@ -221,6 +238,11 @@ class RecordIoSource final : public FileListSource {
       std::size_t image_offset = 0;
       PACKREC_RETURN_IF_ERROR(
           ParseImageHeader(data, data.size(), &record.label, &id, &image_offset));
+      if (image_offset > kIrHeaderSize) {
+        KeepPackedLabels({data.begin() + kIrHeaderSize,
+                          data.begin() + static_cast<std::ptrdiff_t>(image_offset)},
+                         record);
+      }
       data.erase(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(image_offset));
       record.bytes = std::move(data);  // the image, without a second allocation
     }
@@ -239,6 +261,7 @@ class RecordIoSource final : public FileListSource {
   SourceOptions options_;
   SequentialFile in_;
   bool resync_ = false;
+  bool pack_label_met_ = false;
   std::unordered_map<std::uint64_t, std::string> keys_;
 };
 

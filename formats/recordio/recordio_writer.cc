@@ -39,6 +39,48 @@ class RecordIoWriter final : public ExportWriter {
     return rec_->Append(bytes);
   }
 
+  // RecordIO's header holds packed float32 labels (im2rec --pack-label) and nothing else: a
+  // pack_label field, and no other.
+  Status CheckSchema(const std::vector<FieldSpec>& schema) const override {
+    for (const FieldSpec& spec : schema) {
+      if (spec.name == kPackLabelField && spec.type == FieldType::kFloat32 &&
+          spec.inner_shape.empty()) {
+        continue;
+      }
+      return Status::NotSupported(
+          "the recordio format does not store record fields beyond pack_label (the float32 "
+          "labels im2rec --pack-label writes in its header), and field '" +
+          spec.name + "' (" + std::string(FieldTypeName(spec.type)) +
+          ") is another; the shard, lmdb, hdf5, wds and tfrecord formats keep it, or leave it "
+          "out with --drop-fields");
+    }
+    return Status::OK();
+  }
+
+  // The record's pack_label value, whose first label a reader takes for the record's label; empty
+  // without one.
+  Result<std::span<const std::byte>> PackedLabels(const RecordInput& record,
+                                                  std::uint64_t index) const {
+    const std::vector<FieldSpec>& schema = options().fields;
+    for (std::size_t f = 0; f < schema.size() && f < record.fields.size(); ++f) {
+      if (!record.fields[f].present) continue;
+      const std::span<const std::byte> packed = record.fields[f].bytes;
+      float first = -1;
+      if (packed.size() >= 4) {
+        const std::uint32_t bits = LoadLE<std::uint32_t>(packed.data());
+        std::memcpy(&first, &bits, sizeof first);
+      }
+      if (static_cast<double>(first) != static_cast<double>(record.label)) {
+        return Status::InvalidArgument(
+            "record " + std::to_string(index) + ": its label " + std::to_string(record.label) +
+            " is not the first of its pack_label values, which RecordIO readers take as the "
+            "label: RecordIO cannot hold both");
+      }
+      return packed;
+    }
+    return std::span<const std::byte>();
+  }
+
   Status WriteRecord(const RecordInput& record, std::uint64_t index) override {
     PACKREC_RETURN_IF_ERROR(ExportImageExtension(record, index).status());
     if (record.key.find_first_of("\t\n\r") != std::string_view::npos) {
@@ -50,15 +92,19 @@ class RecordIoWriter final : public ExportWriter {
       return Status::InvalidArgument("record " + std::to_string(index) +
                                      " is over 512 MiB, more than a RecordIO part can frame");
     }
-    data_.resize(kIrHeaderSize + record.bytes.size());
+    PACKREC_ASSIGN_OR_RETURN(const std::span<const std::byte> packed, PackedLabels(record, index));
+    data_.resize(kIrHeaderSize + packed.size() + record.bytes.size());
     const auto label = static_cast<float>(record.label);
     std::uint32_t label_bits = 0;
     std::memcpy(&label_bits, &label, 4);
-    StoreLE<std::uint32_t>(data_.data(), 0);
-    StoreLE<std::uint32_t>(data_.data() + 4, label_bits);
+    // As im2rec packs them: with packed labels, flag is their count and the header's label 0.
+    StoreLE<std::uint32_t>(data_.data(), static_cast<std::uint32_t>(packed.size() / 4));
+    StoreLE<std::uint32_t>(data_.data() + 4, packed.empty() ? label_bits : 0);
     StoreLE<std::uint64_t>(data_.data() + 8, index);
     StoreLE<std::uint64_t>(data_.data() + 16, 0);
-    std::memcpy(data_.data() + kIrHeaderSize, record.bytes.data(), record.bytes.size());
+    if (!packed.empty()) std::memcpy(data_.data() + kIrHeaderSize, packed.data(), packed.size());
+    std::memcpy(data_.data() + kIrHeaderSize + packed.size(), record.bytes.data(),
+                record.bytes.size());
     if (static_cast<float>(record.label) != static_cast<double>(record.label)) {
       return Status::InvalidArgument("record " + std::to_string(index) + ": label " +
                                      std::to_string(record.label) +

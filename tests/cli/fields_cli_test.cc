@@ -156,7 +156,7 @@ TEST_CASE("a format that cannot keep the fields refuses the conversion and says 
       "convert --format recordio " + test::Quote(dir / "tree") + " " + test::Quote(dir / "ds"));
   CHECK(run.exit_code != 0);
   CHECK(run.output.find("does not store record fields") != std::string::npos);
-  CHECK(run.output.find("the shard, lmdb, hdf5, wds and tfrecord formats keep them") !=
+  CHECK(run.output.find("the shard, lmdb, hdf5, wds and tfrecord formats keep it") !=
         std::string::npos);
   CHECK_FALSE(fs::exists(dir / "ds"));
 }

@@ -527,4 +527,78 @@ with open(os.path.join(coco_skip, "rejects.tsv")) as f:
 assert "image_id 999" in rejects and "negative size" in rejects, rejects
 assert info(coco_skip)["records"] == 4
 
+
+# --- 9. RecordIO's packed labels (im2rec --pack-label) and Caffe's float_data --------------------
+RECORDIO_MAGIC = 0xCED7230A
+
+
+def recordio_frames(records):
+    """dmlc RecordIO, each record one part (the test's images hold no aligned magic)."""
+    out = b""
+    for data in records:
+        out += struct.pack("<II", RECORDIO_MAGIC, len(data)) + data + b"\0" * (-len(data) % 4)
+    return out
+
+
+def read_recordio(path):
+    with open(path, "rb") as f:
+        blob = f.read()
+    pos, records = 0, []
+    while pos < len(blob):
+        magic, lrec = struct.unpack_from("<II", blob, pos)
+        assert magic == RECORDIO_MAGIC and lrec >> 29 == 0, (path, pos)
+        length = lrec & ((1 << 29) - 1)
+        records.append(blob[pos + 8:pos + 8 + length])
+        pos += 8 + length + (-length % 4)
+    return records
+
+
+packed = [[float(i % 2), 0.5 * i, -7.25] for i in range(len(jpegs))]
+rec_path = os.path.join(work, "packed.rec")
+with open(rec_path, "wb") as f:
+    f.write(recordio_frames([struct.pack("<IfQQ", 3, 0.0, i, 0) + struct.pack("<3f", *labels) +
+                             image for i, (labels, image) in enumerate(zip(packed, jpegs))]))
+rec_shard = os.path.join(work, "packed.pkr")
+run("convert", rec_path, rec_shard)
+assert [(f["name"], f["type"], f["records"]) for f in info(rec_shard)["fields"]] == [
+    ("pack_label", "float32[]", len(jpegs))], info(rec_shard)["fields"]
+rec_out = os.path.join(work, "packed-out")
+run("convert", rec_shard, rec_out, "--format", "recordio")
+back_rec = read_recordio(os.path.join(rec_out, "shard-000000.rec"))
+for labels, image, data in zip(packed, jpegs, back_rec):
+    flag, label = struct.unpack_from("<If", data)
+    assert flag == 3 and label == 0.0, (flag, label)
+    assert list(struct.unpack_from("<3f", data, 24)) == labels
+    assert data[36:] == image
+# A field RecordIO cannot express is refused, naming it.
+refused = run("convert", shard, os.path.join(work, "wds-as-rec"), "--format", "recordio", ok=False)
+assert refused.returncode != 0 and "field 'txt'" in refused.stderr, refused.stderr
+
+try:
+    import lmdb
+except ImportError:
+    lmdb = None
+if lmdb is not None:
+    def datum(label, data, floats):
+        """caffe.Datum: data (4), label (5), float_data (6, repeated float, unpacked as Caffe's
+        proto2 writes it), encoded (7)."""
+        out = length_delimited(4, data) + varint(5 << 3) + varint(label)
+        for value in floats:
+            out += varint((6 << 3) | 5) + struct.pack("<f", value)
+        return out + varint(7 << 3) + varint(1)
+    caffe_dir = os.path.join(work, "caffe_lmdb")
+    env = lmdb.open(caffe_dir, map_size=1 << 26)
+    with env.begin(write=True) as txn:
+        for i, image in enumerate(jpegs):
+            txn.put(f"{i:08d}_img{i}.jpg".encode(), datum(i % 2, image, [i, 0.25]))
+    env.close()
+    caffe_shard = os.path.join(work, "caffe.pkr")
+    run("convert", caffe_dir, caffe_shard)
+    assert [(f["name"], f["records"]) for f in info(caffe_shard)["fields"]] == [
+        ("float_data", len(jpegs))], info(caffe_shard)["fields"]
+    caffe_out = os.path.join(work, "caffe-wds")
+    run("convert", caffe_shard, caffe_out, "--format", "wds")
+    for i, (_, out) in enumerate(sorted(read_tars(caffe_out).items())):
+        assert numpy.load(io.BytesIO(out["float_data.npy"])).tolist() == [i, 0.25]
+
 print("whole samples: every member, feature and column kept, chosen, grown and checked")
