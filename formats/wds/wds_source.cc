@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <deque>
+#include <map>
 #include <optional>
 #include <unordered_map>
 
@@ -59,6 +60,70 @@ void SplitMemberName(std::string_view name, std::string* key, std::string* exten
     *extension = AsciiLower(std::string(name.substr(dot + 1)));
   }
 }
+
+// The top-level members of a sample's json that a record reads (its label, key and class
+// name), through nlohmann's SAX interface: the whole member is checked as JSON, but not built
+// into a tree, which cost the reading thread an allocation per value of every sample.
+class JsonPicker final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  explicit JsonPicker(std::vector<std::string> wanted) : wanted_(std::move(wanted)) {}
+  bool is_object() const { return is_object_; }
+  // The member `name`, or nullptr when the object has none.
+  const nlohmann::json* Find(const std::string& name) const {
+    const auto found = found_.find(name);
+    return found == found_.end() ? nullptr : &found->second;
+  }
+
+  bool null() override { return Value(nullptr); }
+  bool boolean(bool value) override { return Value(value); }
+  bool number_integer(number_integer_t value) override { return Value(value); }
+  bool number_unsigned(number_unsigned_t value) override { return Value(value); }
+  bool number_float(number_float_t value, const string_t& /*text*/) override {
+    return Value(value);
+  }
+  bool string(string_t& value) override { return Value(value); }
+  bool binary(binary_t& /*value*/) override { return Value(nullptr); }
+  bool start_object(std::size_t /*elements*/) override {
+    if (depth_ == 0) is_object_ = true;
+    return Open(nlohmann::json::object());
+  }
+  bool start_array(std::size_t /*elements*/) override { return Open(nlohmann::json::array()); }
+  bool end_object() override { return Close(); }
+  bool end_array() override { return Close(); }
+  bool key(string_t& name) override {
+    if (depth_ == 1) current_ = name;
+    return true;
+  }
+  bool parse_error(std::size_t /*position*/, const std::string& /*token*/,
+                   const nlohmann::detail::exception& /*error*/) override {
+    return false;
+  }
+
+ private:
+  bool Wanted() const {
+    return depth_ == 1 && is_object_ && std::ranges::find(wanted_, current_) != wanted_.end();
+  }
+  bool Value(nlohmann::json value) {
+    if (Wanted()) found_[current_] = std::move(value);
+    return true;
+  }
+  // A container as a wanted member's value is kept empty: not a label, key or name.
+  bool Open(nlohmann::json empty) {
+    if (Wanted()) found_[current_] = std::move(empty);
+    ++depth_;
+    return true;
+  }
+  bool Close() {
+    --depth_;
+    return true;
+  }
+
+  std::vector<std::string> wanted_;
+  std::map<std::string, nlohmann::json> found_;
+  std::string current_;
+  int depth_ = 0;
+  bool is_object_ = false;
+};
 
 class WdsSource final : public FileListSource {
  public:
@@ -364,20 +429,25 @@ class WdsSource final : public FileListSource {
                                   ") among its members: " + present);
     }
     record.key = pending_->key + "." + image->extension;
-    std::optional<nlohmann::json> json;
+    const std::string label_field = AsciiLower(options_.label_field);
+    const std::string json_label = label_field.empty() ? "label" : label_field;
+    const std::string key_field = options_.key_field.empty() ? "key" : options_.key_field;
+    std::optional<JsonPicker> json;
     PACKREC_ASSIGN_OR_RETURN(const Member* json_member, FindReadable("json"));
     if (json_member != nullptr) {
-      nlohmann::json parsed = nlohmann::json::parse(AsText(json_member->bytes), nullptr, false);
-      if (parsed.is_discarded()) return Status::InvalidInput("its json member is not valid JSON");
+      JsonPicker picker({json_label, key_field, "class"});
+      const std::string_view text = AsText(json_member->bytes);
+      if (!nlohmann::json::sax_parse(text.begin(), text.end(), &picker)) {
+        return Status::InvalidInput("its json member is not valid JSON");
+      }
       // Only an object can hold a label, key or class name; any JSON is kept as a field.
-      if (parsed.is_object()) json = std::move(parsed);
+      if (picker.is_object()) json = std::move(picker);
       if (!json && options_.wds_json_is_metadata) {
         return Status::InvalidInput("its json member is not a JSON object");
       }
     }
     bool labelled = false;
     const Member* label_member = nullptr;
-    const std::string label_field = AsciiLower(options_.label_field);
     for (const std::string& extension : label_extensions_) {
       PACKREC_ASSIGN_OR_RETURN(Member * member, FindReadable(extension));
       if (member != nullptr) {
@@ -391,22 +461,20 @@ class WdsSource final : public FileListSource {
       }
     }
     if (json) {
-      const std::string json_label = label_field.empty() ? "label" : label_field;
-      if (!labelled && json->contains(json_label)) {
-        const nlohmann::json& value = (*json)[json_label];
-        if (!value.is_number_unsigned() || value.get<std::uint64_t>() > UINT32_MAX) {
+      const nlohmann::json* label = json->Find(json_label);
+      if (!labelled && label != nullptr) {
+        if (!label->is_number_unsigned() || label->get<std::uint64_t>() > UINT32_MAX) {
           return Status::InvalidInput("json[\"" + json_label +
                                       "\"] is not a non-negative integer label");
         }
-        record.label = value.get<std::uint32_t>();
+        record.label = label->get<std::uint32_t>();
       }
       // packrec's own exports keep the original key and the class name here.
-      const std::string key_field = options_.key_field.empty() ? "key" : options_.key_field;
-      if (json->contains(key_field) && (*json)[key_field].is_string()) {
-        record.key = (*json)[key_field].get<std::string>();
+      if (const nlohmann::json* key = json->Find(key_field); key != nullptr && key->is_string()) {
+        record.key = key->get<std::string>();
       }
-      if (json->contains("class") && (*json)["class"].is_string()) {
-        class_names_.Note(record.label, (*json)["class"].get<std::string>());
+      if (const nlohmann::json* name = json->Find("class"); name != nullptr && name->is_string()) {
+        class_names_.Note(record.label, name->get<std::string>());
       }
     }
     record.bytes = std::move(image->bytes);
@@ -442,6 +510,7 @@ class WdsSource final : public FileListSource {
       }
       FieldSpec spec{name, FieldType::kBytes, member.extension, {}};
       std::vector<std::byte> value = std::move(member.bytes);
+      bool checked = false;
       if (exported != nullptr) {
         spec = *exported;
         if (IsArray(spec) && !NpyOfField(spec, value)) {
@@ -461,6 +530,7 @@ class WdsSource final : public FileListSource {
         if (text) spec.type = FieldType::kText;
       } else if (kind == "json") {
         spec.type = FieldType::kJson;
+        checked = member.extension == "json";  // parsed for its label and key already
       } else if (kind == "npy") {
         if (!NpyField(spec, value, known)) {
           if (known != nullptr && known->type != FieldType::kBytes) {
@@ -471,7 +541,7 @@ class WdsSource final : public FileListSource {
         }
       }
       PACKREC_RETURN_IF_ERROR(
-          schema_.Set(record, spec, std::move(value), "member " + member.extension));
+          schema_.Set(record, spec, std::move(value), "member " + member.extension, checked));
     }
     return Status::OK();
   }

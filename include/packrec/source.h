@@ -99,8 +99,9 @@ struct SourceRecord {
   std::string origin;  // "FILE record N at byte B"
   Status status;
   // One value per field of the source's schema so far (nullopt: absent; fewer: the rest
-  // absent). The schema so far is fields() as the source was opened, then every record's
-  // added_fields in the order the records came.
+  // absent), each one its field's type takes (ValidateFieldValue): the source checks them. The
+  // schema so far is fields() as the source was opened, then every record's added_fields in the
+  // order the records came.
   std::vector<std::optional<std::vector<std::byte>>> fields = {};
   // The fields the source met first in this record (a WebDataset member suffix, a tf.Example
   // feature no record before had), appended to its schema. A damaged record may carry some too.

@@ -149,6 +149,10 @@ struct RecordInput {
   // must be UTF-8, JSON must parse, numbers must fill whole elements (InvalidArgument naming the
   // record and field).
   std::span<const FieldView> fields = {};
+  // The caller has checked every value against its field's type (ValidateFieldValue, as imports
+  // do where they read them): Add does not check them again. A value it vouches for wrongly is
+  // stored as given.
+  bool fields_checked = false;
 };
 
 // An input left out of a dataset, and why.

@@ -228,6 +228,9 @@ Status PumpRecords(SourcePump& pump, DatasetWriter& writer, RecordLoop& loop, Co
       if (!routed.ok()) return routed.WithContext(record.origin);
       RecordInput input{record.key, record.label, prepared.bytes, prepared.image, pumped.checksum};
       input.fields = fields;
+      // Every source checks its values as it reads them (RecordSource), or reads them from a
+      // packrec dataset, which did.
+      input.fields_checked = true;
       PACKREC_RETURN_IF_ERROR(loop.Add(writer, input));
       HashListingItem(items_hash, record.key, record.label);
     } else {

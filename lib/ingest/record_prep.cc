@@ -120,7 +120,7 @@ Prepared PrepareItem(const SourceItem& item, const ConvertOptions& options,
   return prepared;
 }
 
-// A container record's field values, moved into `prepared` (the writer checks them).
+// A container record's field values, moved into `prepared` (checked where the source read them).
 void TakeFields(SourceRecord& record, Prepared& prepared) {
   for (std::size_t field = 0; field < record.fields.size(); ++field) {
     if (!record.fields[field]) continue;

@@ -136,7 +136,7 @@ Status CheckRecordFields(const WriterOptions& options, const RecordInput& record
         "record " + std::to_string(index) + " has " + std::to_string(record.fields.size()) +
         " field values; the schema has " + std::to_string(options.fields.size()) + " fields");
   }
-  for (std::size_t i = 0; i < record.fields.size(); ++i) {
+  for (std::size_t i = 0; i < record.fields.size() && !record.fields_checked; ++i) {
     if (!record.fields[i].present) continue;
     const Status valid = ValidateFieldValue(options.fields[i], record.fields[i].bytes);
     if (!valid.ok()) {

@@ -28,8 +28,10 @@ class GrowingSchema {
   // record.added_fields); a known one must have spec's type and inner shape. The value must be
   // one its type takes (ValidateFieldValue). InvalidInput naming the field otherwise (the
   // record's reject reason); `what` names it as the source does ("member txt", "feature x").
+  // `checked`: the caller has made sure the value is one of spec's type (a JSON member it
+  // parsed), which is then not checked again.
   Status Set(SourceRecord& record, const FieldSpec& spec, std::vector<std::byte> value,
-             std::string_view what);
+             std::string_view what, bool checked = false);
 
  private:
   std::vector<FieldSpec> fields_;
