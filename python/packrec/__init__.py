@@ -116,7 +116,8 @@ def convert(source, output, format=None, *, shard_size="256MiB", align=64, compr
             threads=0, shuffle=False, seed=None, on_error="fail", list_format="auto", root=None,
             resize_short=0, quality=0, overwrite=False, resume=False, lmdb_values="packrec",
             map_size=0, hdf5_layout="encoded", size=None, progress=None, part=None, from_="auto",
-            image_field=None, label_field=None, key_field=None, caffe_raw="png"):
+            image_field=None, label_field=None, key_field=None, caffe_raw="png", fields=None,
+            drop_fields=None, annotations=None):
     """Packs an image folder (SRC/<class>/<file>), a list file, or another tool's container
     (WebDataset tars, a glob or brace pattern of them, TFRecord, RecordIO, MDS, a Caffe LMDB, a
     packrec dataset) into a dataset; `packrec convert`.
@@ -125,7 +126,10 @@ def convert(source, output, format=None, *, shard_size="256MiB", align=64, compr
     exports among them are for other tools' readers.
     from_: what source is, a name from packrec.source_formats() ("auto" detects it);
     image_field / label_field / key_field name the feature,
-    column or member to read; caffe_raw: "png" or "raw" (docs/interop.md). The other options are the CLI's flags (docs/cli.md):
+    column or member to read; caffe_raw: "png" or "raw" (docs/interop.md).
+    fields / drop_fields: lists of field names to keep only / to leave out (`--fields`,
+    `--drop-fields`; default: every field the source holds). annotations: a COCO instances JSON
+    over the images of the folder `source` (`--annotations`, docs/formats/fields.md). The other options are the CLI's flags (docs/cli.md):
     shard_size ("256MiB" or bytes), align, compress ("zstd", "zstd:9", "deflate:4"), threads,
     shuffle / seed, on_error ("fail" or "skip": rejects listed in OUT/rejects.tsv), list_format,
     root, resize_short, quality, overwrite, lmdb_values ("packrec" or "caffe-datum"), map_size,
@@ -163,13 +167,20 @@ def convert(source, output, format=None, *, shard_size="256MiB", align=64, compr
     shuffle_seed = seed if seed is not None else (0 if shuffle else None)
     if part is not None:
         part = (int(part[0]), int(part[1]))
+    for name, names in (("fields", fields), ("drop_fields", drop_fields)):
+        if names is not None and (isinstance(names, str) or
+                                  any(not isinstance(n, str) or "," in n for n in names)):
+            raise errors.InvalidArgumentError(
+                f"{name} must be a list of field names without commas, got {names!r}")
     return _convert(os.fspath(source), os.fspath(output), format, _size_bytes("shard_size", shard_size),
                     int(align), compression, int(threads), shuffle_seed, on_error, list_format,
                     os.fspath(root) if root is not None else "", int(resize_short), int(quality),
                     bool(overwrite), bool(resume), lmdb_values, _size_bytes("map_size", map_size), hdf5_layout,
                     size, part,
                     {"from": from_, "image_field": image_field or "", "label_field": label_field or "",
-                     "key_field": key_field or "", "caffe_raw": caffe_raw},
+                     "key_field": key_field or "", "caffe_raw": caffe_raw,
+                     "fields": ",".join(fields or ()), "drop_fields": ",".join(drop_fields or ()),
+                     "annotations": os.fspath(annotations) if annotations is not None else ""},
                     progress)
 
 

@@ -2,6 +2,7 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -35,7 +36,8 @@ struct ConvertArguments {
   std::string hdf5_layout;                                            // encoded | pixels
   std::optional<std::pair<std::uint32_t, std::uint32_t>> pixel_size;  // (height, width)
   std::optional<std::pair<std::uint32_t, std::uint32_t>> part;        // (index, count)
-  // Imports: from, image_field, label_field, key_field, caffe_raw (names checked in Python).
+  // Imports: from, image_field, label_field, key_field, caffe_raw, fields, drop_fields,
+  // annotations (names checked in Python).
   std::map<std::string, std::string> import_options;
 };
 
@@ -75,6 +77,20 @@ ConvertOptions ToOptions(const ConvertArguments& args) {
   options.source_options.key_field = import_option("key_field");
   options.source_options.raw_pixels =
       import_option("caffe_raw") == "raw" ? RawPixels::kRaw : RawPixels::kPng;
+  // Lists travel comma-joined, as the CLI takes them.
+  const auto names = [](const std::string& joined) {
+    std::vector<std::string> list;
+    std::size_t start = 0;
+    while (start < joined.size()) {
+      const std::size_t comma = std::min(joined.find(',', start), joined.size());
+      list.push_back(joined.substr(start, comma - start));
+      start = comma + 1;
+    }
+    return list;
+  };
+  options.source_options.keep_fields = names(import_option("fields"));
+  options.source_options.drop_fields = names(import_option("drop_fields"));
+  options.annotations = import_option("annotations");
   options.shuffle_seed = args.shuffle_seed;
   options.on_error = args.on_error == "skip" ? OnBadRecord::kSkip : OnBadRecord::kFail;
   options.list_kind = args.list_format == "caffe"   ? ListFileKind::kCaffe

@@ -295,3 +295,59 @@ def test_indexing_a_dataset_with_fields_gives_a_record_that_is_still_the_tuple(d
         record.masks
     copy = pickle.loads(pickle.dumps(record))
     assert copy == record and copy.caption == record.caption
+
+
+def _write_tar(path, samples):
+    import io
+    import tarfile
+    with tarfile.open(path, "w") as tar:
+        for key, members in samples:
+            for suffix, data in members.items():
+                info = tarfile.TarInfo(f"{key}.{suffix}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+
+
+def test_an_image_text_webdataset_delivers_captions_with_the_images(side_file_tree, tmp_path):
+    samples = []
+    for i, path in enumerate(sorted(side_file_tree.glob("*/*.jpg"))):
+        samples.append((f"{i:09d}", {
+            "jpg": path.read_bytes(), "txt": f"caption {i}".encode(),
+            "json": json.dumps({"url": f"http://x/{i}", "key": f"{i:09d}"}).encode()}))
+    _write_tar(tmp_path / "laion-000000.tar", samples)
+    out = tmp_path / "laion.pkr"
+    packrec.convert(tmp_path / "laion-000000.tar", out, drop_fields=["json"])
+    ds = packrec.open(out)
+    assert [f["name"] for f in ds.fields] == ["txt"]
+    loader = packrec.Loader(ds, batch_size=4, shuffle=False, size=32, output="numpy",
+                            fields=("txt",))
+    captions = [c for _, _, fields in loader for c in fields["txt"]]
+    assert captions == [f"caption {i}" for i in range(len(samples))]
+    with pytest.raises(packrec.errors.InvalidArgumentError, match="fields"):
+        packrec.convert(tmp_path / "laion-000000.tar", tmp_path / "bad.pkr", fields="txt")
+
+
+def test_coco_annotations_read_back_with_the_jsons_boxes_and_ids(side_file_tree, tmp_path):
+    images = tmp_path / "val2017"
+    images.mkdir()
+    coco = {"images": [], "annotations": [], "categories": [{"id": 3, "name": "car"}]}
+    for i, path in enumerate(sorted(side_file_tree.glob("*/*.jpg"))[:4]):
+        name = f"{i:012d}.jpg"
+        (images / name).write_bytes(path.read_bytes())
+        coco["images"].append({"id": i + 1, "file_name": name})
+        for k in range(i):
+            coco["annotations"].append({"id": 10 * i + k, "image_id": i + 1, "category_id": 3,
+                                        "bbox": [1.5 * k, 2.25, 3.0, 4.125 + k], "area": 12.5,
+                                        "iscrowd": 0, "segmentation": [[0, 0, 1, 1, 2, 0]]})
+    (tmp_path / "instances.json").write_text(json.dumps(coco))
+    out = tmp_path / "coco.pkr"
+    packrec.convert(images, out, annotations=tmp_path / "instances.json")
+    ds = packrec.open(out)
+    for i in range(4):
+        mine = [a for a in coco["annotations"] if a["image_id"] == i + 1]
+        sample = ds.sample(i)
+        assert sample["boxes"].shape == (len(mine), 4)
+        assert sample["boxes"].tolist() == [[numpy.float32(v) for v in a["bbox"]] for a in mine]
+        assert sample["category_id"].tolist() == [a["category_id"] for a in mine]
+        assert sample["annotation_id"].tolist() == [a["id"] for a in mine]
+        assert sample["segmentation"] == [a["segmentation"] for a in mine]
