@@ -111,14 +111,6 @@ void FieldRouter::Extend(const std::vector<FieldSpec>& added) {
 
 namespace {
 
-std::string TypeText(const FieldSpec& spec) {
-  std::string text(FieldTypeName(spec.type));
-  for (std::size_t d = 0; d < spec.inner_shape.size(); ++d) {
-    text += (d ? " x " : " of N x ") + std::to_string(spec.inner_shape[d]);
-  }
-  return text;
-}
-
 // A value typed `given` as the field `known` stores it; false when it cannot be.
 bool Conform(const FieldSpec& known, const FieldSpec& given, std::vector<std::byte>& value) {
   if (known.type == given.type && known.inner_shape == given.inner_shape) return true;
@@ -147,8 +139,8 @@ Status FieldRouter::PlaceTyped(
     const FieldSpec& field = source_schema_[found->second];
     const std::string what = spec.source_name.empty() ? spec.name : spec.source_name;
     if (!Conform(field, spec, value)) {
-      return Status::InvalidInput("its " + what + " is " + TypeText(spec) + ", where field '" +
-                                  field.name + "' is " + TypeText(field) +
+      return Status::InvalidInput("its " + what + " is " + FieldTypeText(spec) + ", where field '" +
+                                  field.name + "' is " + FieldTypeText(field) +
                                   " (as the first record that had it)");
     }
     const Status valid = ValidateFieldValue(field, value);

@@ -83,6 +83,14 @@ Status ValidateSchema(const std::vector<FieldSpec>& fields) {
   return Status::OK();
 }
 
+std::string FieldTypeText(const FieldSpec& spec) {
+  std::string text(FieldTypeName(spec.type));
+  for (std::size_t d = 0; d < spec.inner_shape.size(); ++d) {
+    text += (d ? " x " : " of N x ") + std::to_string(spec.inner_shape[d]);
+  }
+  return text;
+}
+
 std::size_t FieldElementBytes(const FieldSpec& spec) {
   if (!IsNumeric(spec.type)) return 0;
   std::size_t bytes = spec.type == FieldType::kInt64 ? 8 : 4;

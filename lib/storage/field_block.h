@@ -35,6 +35,9 @@ Status ValidateSchema(const std::vector<FieldSpec>& fields);
 // InvalidArgument saying what is wrong (the caller adds record and field).
 Status ValidateFieldValue(const FieldSpec& spec, std::span<const std::byte> bytes);
 
+// The field's type as messages say it: "text", "float32[] of N x 4".
+std::string FieldTypeText(const FieldSpec& spec);
+
 // Bytes of one element of a numeric field (element size x inner shape); 0 for the others.
 std::size_t FieldElementBytes(const FieldSpec& spec);
 

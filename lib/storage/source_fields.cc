@@ -8,18 +8,6 @@
 
 namespace packrec {
 
-namespace {
-
-std::string ShapeText(const FieldSpec& spec) {
-  std::string text(FieldTypeName(spec.type));
-  for (std::size_t d = 0; d < spec.inner_shape.size(); ++d) {
-    text += (d ? " x " : " of N x ") + std::to_string(spec.inner_shape[d]);
-  }
-  return text;
-}
-
-}  // namespace
-
 const FieldSpec* GrowingSchema::Find(std::string_view name) const {
   const auto found = index_.find(std::string(name));
   return found == index_.end() ? nullptr : &fields_[found->second];
@@ -34,9 +22,10 @@ Status GrowingSchema::Set(SourceRecord& record, const FieldSpec& spec, std::vect
   } else {
     const FieldSpec& known = fields_[found->second];
     if (known.type != spec.type || known.inner_shape != spec.inner_shape) {
-      return Status::InvalidInput("its " + std::string(what) + " is " + ShapeText(spec) +
+      return Status::InvalidInput("its " + std::string(what) + " is " + FieldTypeText(spec) +
                                   ", where the field it is stored as, '" + known.name + "', is " +
-                                  ShapeText(known) + " (from the first record that " + "had it)");
+                                  FieldTypeText(known) + " (from the first record that " +
+                                  "had it)");
     }
   }
   const FieldSpec& field = fields_[found->second];

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/endian.h"
+#include "core/file_io.h"
 #include "packrec/loader.h"
 #include "packrec/reader.h"
 #include "packrec/writer.h"
@@ -401,6 +403,106 @@ TEST_CASE("a resumed conversion with fields ends with every field of every recor
     CheckFieldRecords(**reader, 11);
     test::CollectingReporter reporter;
     CHECK((*reader)->Verify(reporter).problems == 0);
+  }
+}
+
+}  // namespace
+}  // namespace packrec
+
+namespace packrec {
+namespace {
+
+std::vector<std::byte> Bytes(std::string_view text) {
+  const auto bytes = AsBytes(text);
+  return {bytes.begin(), bytes.end()};
+}
+
+TEST_CASE("a field block written before the schema grew reads its new fields as absent") {
+  const std::vector<std::byte> caption = Bytes("a caption");
+  const std::vector<FieldView> one = {{true, caption}};
+  std::vector<std::byte> short_block;
+  REQUIRE(AppendFieldBlock(1, one, short_block).ok());
+  std::vector<std::byte> empty_block;
+  REQUIRE(AppendFieldBlock(0, {}, empty_block).ok());
+  CHECK(empty_block.empty());
+  std::vector<FieldView> views;
+  // Three fields now: the first as written, the two added after it absent.
+  REQUIRE(DecodeFieldBlock(short_block, 3, views).ok());
+  REQUIRE(views.size() == 3);
+  CHECK(views[0].present);
+  CHECK(std::string(AsText(views[0].bytes)) == "a caption");
+  CHECK_FALSE(views[1].present);
+  CHECK_FALSE(views[2].present);
+  CHECK(FieldTableEntries(short_block, 3).value() == 1);
+  CHECK(FieldTableEntries(empty_block, 3).value() == 0);
+  REQUIRE(DecodeFieldBlock(empty_block, 2, views).ok());
+  CHECK_FALSE(views[0].present);
+  // A full table reads as before; an absent-only block's length is its table's.
+  std::vector<std::byte> absent;
+  REQUIRE(AppendFieldBlock(2, {}, absent).ok());
+  CHECK(FieldTableEntries(absent, 2).value() == 2);
+  CHECK(FieldTableEntries(absent, 5).value() == 2);
+  CHECK(DecodeFieldValue(short_block, 3, 0, /*verify=*/true).ok());
+  // A block whose size ends no table, or an entry pointing into the table, is corrupt.
+  std::vector<std::byte> ragged = absent;
+  ragged.resize(ragged.size() + 8);
+  CHECK(FieldTableEntries(ragged, 3).status().code() == StatusCode::kCorruption);
+  std::vector<std::byte> into_table = short_block;
+  StoreLE<std::uint32_t>(into_table.data(), 8);
+  CHECK(FieldTableEntries(into_table, 3).status().code() == StatusCode::kCorruption);
+}
+
+TEST_CASE(
+    "a schema grown mid-write reads back in every format, and a dataset without fields "
+    "before the first one met") {
+  for (const std::string format : {"shard", "lmdb", "hdf5"}) {
+    CAPTURE(format);
+    test::TempDir dir;
+    WriterOptions options;
+    options.format = format;
+    options.shard_size_bytes = 4096;
+    const fs::path path = dir / (format == "hdf5" ? "ds.h5" : "ds");
+    auto writer = CreateDatasetWriter(path, options);
+    REQUIRE(writer.ok());
+    const std::vector<std::byte> image = test::MakeJpeg(16, 12, 3);
+    const ImageInfo info = *ProbeImage(image);
+    const std::vector<std::byte> text = Bytes("late caption");
+    const std::vector<std::byte> numbers(16, std::byte{1});
+    for (std::uint32_t i = 0; i < 12; ++i) {
+      if (i == 5) {
+        const std::vector<FieldSpec> added = {{"txt", FieldType::kText, "txt", {}}};
+        REQUIRE((*writer)->AddFields(added).ok());
+      }
+      if (i == 8) {
+        const std::vector<FieldSpec> added = {{"ids", FieldType::kInt64, "", {}}};
+        REQUIRE((*writer)->AddFields(added).ok());
+      }
+      const std::string key = "r" + std::to_string(i) + ".jpg";
+      std::vector<FieldView> values;
+      if (i >= 5) values.push_back({i % 2 == 1, text});
+      if (i >= 8) values.push_back({true, numbers});
+      RecordInput record{key, i % 3, image, info};
+      record.fields = values;
+      REQUIRE((*writer)->Add(record).ok());
+    }
+    const std::vector<FieldSpec> taken = {{"txt", FieldType::kText, "", {}}};
+    CHECK((*writer)->AddFields(taken).code() == StatusCode::kInvalidArgument);
+    REQUIRE((*writer)->Finish(DatasetMetadata{}).ok());
+    auto reader = OpenDataset(path);
+    REQUIRE(reader.ok());
+    REQUIRE((*reader)->info().fields.size() == 2);
+    ReadScratch scratch;
+    for (std::uint64_t i = 0; i < 12; ++i) {
+      CAPTURE(i);
+      auto view = (*reader)->Read(i, scratch);
+      REQUIRE_MESSAGE(view.ok(), view.status().ToString());
+      REQUIRE(view->fields.size() == 2);
+      CHECK(view->fields[0].present == (i >= 5 && i % 2 == 1));
+      CHECK(view->fields[1].present == (i >= 8));
+      auto ids = (*reader)->ReadField(i, 1, scratch);
+      REQUIRE(ids.ok());
+      CHECK(ids->present == (i >= 8));
+    }
   }
 }
 

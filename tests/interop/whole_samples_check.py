@@ -25,6 +25,9 @@ import tarfile
 
 import numpy
 
+from published_formats import (MAGIC, caffe_datum, field, fields_of, read_varint, recordio_record,
+                               tfrecord_frames, varint)
+
 cli, work = sys.argv[1], sys.argv[2]
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
@@ -189,17 +192,8 @@ assert "key of the sample at byte" in rejects, rejects
 assert info(skipped)["records"] == 3, info(skipped)
 
 # --- 5. a TFRecord with features of the three kinds survives -------------------------------------
-def varint(n):
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
 def length_delimited(number, payload):
-    return varint((number << 3) | 2) + varint(len(payload)) + payload
+    return field(number, 2, payload)
 
 
 def feature(value):
@@ -222,41 +216,12 @@ def tf_example(features):
     return length_delimited(1, entries)
 
 
-def crc32c(data):
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
-
-
-def masked(data):
-    crc = crc32c(data)
-    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def frames(records):
-    out = b""
-    for data in records:
-        length = struct.pack("<Q", len(data))
-        out += length + struct.pack("<I", masked(length)) + data + struct.pack("<I", masked(data))
-    return out
-
-
 def parse_feature(data):
     """(kind, values) of a serialized Feature."""
-    def fields(blob):
-        pos = 0
-        while pos < len(blob):
-            tag, pos = read_varint(blob, pos)
-            size, pos = read_varint(blob, pos)
-            yield tag >> 3, blob[pos:pos + size]
-            pos += size
-    (kind, inner), = fields(data)
+    (kind, _, inner), = fields_of(data)
     if kind == 1:
-        return "bytes", [v for _, v in fields(inner)]
-    packed = b"".join(v for _, v in fields(inner))
+        return "bytes", [v for _, _, v in fields_of(inner)]
+    packed = b"".join(v for _, _, v in fields_of(inner))
     if kind == 2:
         return "float", list(struct.unpack(f"<{len(packed) // 4}f", packed))
     values, pos = [], 0
@@ -266,29 +231,11 @@ def parse_feature(data):
     return "int64", values
 
 
-def read_varint(data, pos):
-    shift = value = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return value, pos
-
-
 def parse_tf_example(data):
-    def fields(blob):
-        pos = 0
-        while pos < len(blob):
-            tag, pos = read_varint(blob, pos)
-            size, pos = read_varint(blob, pos)
-            yield tag >> 3, blob[pos:pos + size]
-            pos += size
     out = {}
-    (_, features), = fields(data)
-    for _, entry in fields(features):
-        parts = dict(fields(entry))
+    (_, _, features), = fields_of(data)
+    for _, _, entry in fields_of(features):
+        parts = {number: value for number, _, value in fields_of(entry)}
         out[parts[1].decode()] = parse_feature(parts[2])
     return out
 
@@ -326,7 +273,7 @@ for i, image in enumerate(jpegs):
     })
 tf_path = os.path.join(work, "train.tfrecord")
 with open(tf_path, "wb") as f:
-    f.write(frames([tf_example(r) for r in tf_records]))
+    f.write(tfrecord_frames([tf_example(r) for r in tf_records]))
 tf_shard = os.path.join(work, "from-tf.pkr")
 run("convert", tf_path, tf_shard)
 tf_fields = {f["name"]: f for f in info(tf_shard)["fields"]}
@@ -355,7 +302,8 @@ for original, again in zip(tf_records, back_tf):
 odd = dict(tf_records[1], caption=("int64", [7]))
 bad_tf = os.path.join(work, "bad.tfrecord")
 with open(bad_tf, "wb") as f:
-    f.write(frames([tf_example(tf_records[0]), tf_example(odd), tf_example(tf_records[2])]))
+    f.write(tfrecord_frames([tf_example(tf_records[0]), tf_example(odd),
+                             tf_example(tf_records[2])]))
 failed = run("convert", bad_tf, os.path.join(work, "bad-tf-fail.pkr"), ok=False)
 assert failed.returncode != 0 and "caption" in failed.stderr and "record 1" in failed.stderr, \
     failed.stderr
@@ -529,24 +477,14 @@ assert info(coco_skip)["records"] == 4
 
 
 # --- 9. RecordIO's packed labels (im2rec --pack-label) and Caffe's float_data --------------------
-RECORDIO_MAGIC = 0xCED7230A
-
-
-def recordio_frames(records):
-    """dmlc RecordIO, each record one part (the test's images hold no aligned magic)."""
-    out = b""
-    for data in records:
-        out += struct.pack("<II", RECORDIO_MAGIC, len(data)) + data + b"\0" * (-len(data) % 4)
-    return out
-
-
 def read_recordio(path):
+    """Whole records of one part each (the test's images hold no aligned magic), any flag."""
     with open(path, "rb") as f:
         blob = f.read()
     pos, records = 0, []
     while pos < len(blob):
         magic, lrec = struct.unpack_from("<II", blob, pos)
-        assert magic == RECORDIO_MAGIC and lrec >> 29 == 0, (path, pos)
+        assert magic == MAGIC and lrec >> 29 == 0, (path, pos)
         length = lrec & ((1 << 29) - 1)
         records.append(blob[pos + 8:pos + 8 + length])
         pos += 8 + length + (-length % 4)
@@ -556,8 +494,9 @@ def read_recordio(path):
 packed = [[float(i % 2), 0.5 * i, -7.25] for i in range(len(jpegs))]
 rec_path = os.path.join(work, "packed.rec")
 with open(rec_path, "wb") as f:
-    f.write(recordio_frames([struct.pack("<IfQQ", 3, 0.0, i, 0) + struct.pack("<3f", *labels) +
-                             image for i, (labels, image) in enumerate(zip(packed, jpegs))]))
+    f.write(b"".join(recordio_record(struct.pack("<IfQQ", 3, 0.0, i, 0) +
+                                     struct.pack("<3f", *labels) + image)
+                     for i, (labels, image) in enumerate(zip(packed, jpegs))))
 rec_shard = os.path.join(work, "packed.pkr")
 run("convert", rec_path, rec_shard)
 assert [(f["name"], f["type"], f["records"]) for f in info(rec_shard)["fields"]] == [
@@ -580,12 +519,10 @@ except ImportError:
     lmdb = None
 if lmdb is not None:
     def datum(label, data, floats):
-        """caffe.Datum: data (4), label (5), float_data (6, repeated float, unpacked as Caffe's
-        proto2 writes it), encoded (7)."""
-        out = length_delimited(4, data) + varint(5 << 3) + varint(label)
-        for value in floats:
-            out += varint((6 << 3) | 5) + struct.pack("<f", value)
-        return out + varint(7 << 3) + varint(1)
+        """An encoded caffe.Datum with float_data (6, repeated float, unpacked as Caffe's proto2
+        writes it)."""
+        return caffe_datum(label, data, True) + b"".join(
+            varint((6 << 3) | 5) + struct.pack("<f", value) for value in floats)
     caffe_dir = os.path.join(work, "caffe_lmdb")
     env = lmdb.open(caffe_dir, map_size=1 << 26)
     with env.begin(write=True) as txn:
