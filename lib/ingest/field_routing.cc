@@ -130,14 +130,18 @@ bool Conform(const FieldSpec& known, const FieldSpec& given, std::vector<std::by
 Status FieldRouter::PlaceTyped(
     std::vector<std::pair<FieldSpec, std::vector<std::byte>>>& typed,
     std::vector<std::pair<std::size_t, std::vector<std::byte>>>& values) {
+  values.reserve(values.size() + typed.size());
   for (auto& [spec, value] : typed) {
-    const auto [found, added] = typed_index_.emplace(spec.name, source_schema_.size());
+    // Looked up before an emplace, which would allocate a node for every known field's value.
+    auto found = typed_index_.find(spec.name);
+    const bool added = found == typed_index_.end();
+    if (added) found = typed_index_.emplace(spec.name, source_schema_.size()).first;
     if (added) {
       source_schema_.push_back(spec);
       output_of_.push_back(std::nullopt);
     }
     const FieldSpec& field = source_schema_[found->second];
-    const std::string what = spec.source_name.empty() ? spec.name : spec.source_name;
+    const std::string& what = spec.source_name.empty() ? spec.name : spec.source_name;
     if (!Conform(field, spec, value)) {
       return Status::InvalidInput("its " + what + " is " + FieldTypeText(spec) + ", where field '" +
                                   field.name + "' is " + FieldTypeText(field) +

@@ -122,6 +122,7 @@ Prepared PrepareItem(const SourceItem& item, const ConvertOptions& options,
 
 // A container record's field values, moved into `prepared` (checked where the source read them).
 void TakeFields(SourceRecord& record, Prepared& prepared) {
+  prepared.field_values.reserve(record.fields.size());
   for (std::size_t field = 0; field < record.fields.size(); ++field) {
     if (!record.fields[field]) continue;
     prepared.input_bytes += record.fields[field]->size();

@@ -15,7 +15,10 @@ const FieldSpec* GrowingSchema::Find(std::string_view name) const {
 
 Status GrowingSchema::Set(SourceRecord& record, const FieldSpec& spec, std::vector<std::byte> value,
                           std::string_view what, bool checked) {
-  auto [found, added] = index_.emplace(spec.name, fields_.size());
+  // Looked up before an emplace, which would allocate a node for every value of a known field.
+  auto found = index_.find(spec.name);
+  const bool added = found == index_.end();
+  if (added) found = index_.emplace(spec.name, fields_.size()).first;
   if (added) {
     fields_.push_back(spec);
     record.added_fields.push_back(spec);
