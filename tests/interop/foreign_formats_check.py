@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tarfile
 
+import cli_runner
 from published_formats import (MAGIC, caffe_datum, example, ir_pack, mds_sample, mds_shard,
                                parse_example, read_recordio, read_tfrecord, recordio_record,
                                tfrecord_frames)
@@ -35,16 +36,7 @@ except ImportError:
     sys.exit(77)
 
 cli, work = sys.argv[1], sys.argv[2]
-shutil.rmtree(work, ignore_errors=True)
-os.makedirs(work)
-
-
-def run(*args, ok=True):
-    result = subprocess.run([cli, *args], capture_output=True, text=True)
-    if ok and result.returncode != 0:
-        raise AssertionError(f"packrec {' '.join(args)} failed ({result.returncode}):\n"
-                             f"{result.stdout}{result.stderr}")
-    return result
+run = cli_runner.start(cli, work)
 
 
 # --- the images: a tree made by packrec synth (real JPEGs) ----------------------------------------

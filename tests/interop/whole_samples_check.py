@@ -17,28 +17,31 @@ Usage: whole_samples_check.py PACKREC_CLI WORK_DIR
 import io
 import json
 import os
-import shutil
 import struct
-import subprocess
 import sys
 import tarfile
 
 import numpy
 
-from published_formats import (MAGIC, caffe_datum, field, fields_of, read_varint, recordio_record,
-                               tfrecord_frames, varint)
+import cli_runner
+from published_formats import (MAGIC, caffe_datum, field, fields_of, mds_shard, read_varint,
+                               recordio_record, tfrecord_frames, varint)
 
 cli, work = sys.argv[1], sys.argv[2]
-shutil.rmtree(work, ignore_errors=True)
-os.makedirs(work)
+run = cli_runner.start(cli, work)
 
 
-def run(*args, ok=True):
-    result = subprocess.run([cli, *args], capture_output=True, text=True)
-    if ok and result.returncode != 0:
-        raise AssertionError(f"packrec {' '.join(args)} failed ({result.returncode}):\n"
-                             f"{result.stdout}{result.stderr}")
-    return result
+def fail_then_skip(source, name, *named, extra=()):
+    """`convert` of a source with bad records: under --on-error fail it stops naming each of
+    `named`; under skip it converts the rest. Returns (the skip output, its rejects.tsv)."""
+    failed = run("convert", source, os.path.join(work, name + "-fail.pkr"), *extra, ok=False)
+    assert failed.returncode != 0, failed.stdout
+    for text in named:
+        assert text in failed.stderr, (text, failed.stderr)
+    skipped = os.path.join(work, name + "-skip.pkr")
+    run("convert", source, skipped, *extra, "--on-error", "skip")
+    with open(os.path.join(skipped, "rejects.tsv")) as f:
+        return skipped, f.read()
 
 
 def info(path):
@@ -179,13 +182,7 @@ bad[3][1]["txt"] = b"\xff\xfe not utf-8"
 bad.append(("b001", {"jpg": jpegs[5], "cls": b"0"}))  # a key the tar had already
 bad_tar = os.path.join(work, "bad.tar")
 write_tar(bad_tar, bad)
-failed = run("convert", bad_tar, os.path.join(work, "bad-fail.pkr"), ok=False)
-assert failed.returncode != 0 and "b002" in failed.stderr and "npy" in failed.stderr, \
-    failed.stderr
-skipped = os.path.join(work, "bad-skip.pkr")
-run("convert", bad_tar, skipped, "--on-error", "skip")
-with open(os.path.join(skipped, "rejects.tsv")) as f:
-    rejects = f.read()
+skipped, rejects = fail_then_skip(bad_tar, "bad", "b002", "npy")
 assert "(b002)" in rejects and "npy" in rejects, rejects
 assert "(b003)" in rejects and "UTF-8" in rejects, rejects
 assert "key of the sample at byte" in rejects, rejects
@@ -304,13 +301,7 @@ bad_tf = os.path.join(work, "bad.tfrecord")
 with open(bad_tf, "wb") as f:
     f.write(tfrecord_frames([tf_example(tf_records[0]), tf_example(odd),
                              tf_example(tf_records[2])]))
-failed = run("convert", bad_tf, os.path.join(work, "bad-tf-fail.pkr"), ok=False)
-assert failed.returncode != 0 and "caption" in failed.stderr and "record 1" in failed.stderr, \
-    failed.stderr
-skipped_tf = os.path.join(work, "bad-tf-skip.pkr")
-run("convert", bad_tf, skipped_tf, "--on-error", "skip")
-with open(os.path.join(skipped_tf, "rejects.tsv")) as f:
-    rejects = f.read()
+skipped_tf, rejects = fail_then_skip(bad_tf, "bad-tf", "caption", "record 1")
 assert "record 1 at byte" in rejects and "caption is int64[]" in rejects, rejects
 assert info(skipped_tf)["records"] == 2
 
@@ -369,23 +360,17 @@ def mds_sample_bytes(row):
 
 mds_dir = os.path.join(work, "mds")
 os.makedirs(mds_dir)
-blobs = [mds_sample_bytes(row) for row in mds_rows]
-config = json.dumps({"format": "mds"}).encode()
-offsets, at = [], 4 + 4 * (len(blobs) + 1) + len(config)
-for blob in blobs:
-    offsets.append(at)
-    at += len(blob)
-offsets.append(at)
+shard_bytes = mds_shard([mds_sample_bytes(row) for row in mds_rows])
+at = len(shard_bytes)
 with open(os.path.join(mds_dir, "shard.00000.mds"), "wb") as f:
-    f.write(struct.pack("<I", len(blobs)) + struct.pack(f"<{len(offsets)}I", *offsets) + config +
-            b"".join(blobs))
+    f.write(shard_bytes)
 with open(os.path.join(mds_dir, "index.json"), "w") as f:
     json.dump({"version": 2, "shards": [{
         "column_encodings": [c[1] for c in mds_columns],
         "column_names": [c[0] for c in mds_columns],
         "column_sizes": [c[2] for c in mds_columns], "compression": None, "format": "mds",
         "hashes": [], "raw_data": {"basename": "shard.00000.mds", "bytes": at, "hashes": {}},
-        "samples": len(blobs), "size_limit": 1 << 26, "version": 2, "zip_data": None}]}, f)
+        "samples": len(mds_rows), "size_limit": 1 << 26, "version": 2, "zip_data": None}]}, f)
 mds_shard = os.path.join(work, "from-mds.pkr")
 run("convert", mds_dir, mds_shard)
 mds_fields = {f["name"]: f for f in info(mds_shard)["fields"]}
@@ -465,13 +450,8 @@ coco["annotations"].append({"id": 2, "image_id": 104, "category_id": 1, "bbox": 
 bad_json = os.path.join(work, "coco", "bad.json")
 with open(bad_json, "w") as f:
     json.dump(coco, f)
-failed = run("convert", coco_images, os.path.join(work, "coco-fail.pkr"), "--annotations",
-             bad_json, ok=False)
-assert failed.returncode != 0 and "image_id 999" in failed.stderr, failed.stderr
-coco_skip = os.path.join(work, "coco-skip.pkr")
-run("convert", coco_images, coco_skip, "--annotations", bad_json, "--on-error", "skip")
-with open(os.path.join(coco_skip, "rejects.tsv")) as f:
-    rejects = f.read()
+coco_skip, rejects = fail_then_skip(coco_images, "coco", "image_id 999",
+                                    extra=("--annotations", bad_json))
 assert "image_id 999" in rejects and "negative size" in rejects, rejects
 assert info(coco_skip)["records"] == 4
 
