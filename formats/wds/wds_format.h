@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "packrec/source.h"
@@ -21,6 +22,10 @@ Result<std::unique_ptr<RecordSource>> OpenWdsSource(std::vector<std::filesystem:
                                                     const SourceOptions& options);
 Result<std::unique_ptr<DatasetWriter>> CreateWdsWriter(const std::filesystem::path& dir,
                                                        const WriterOptions& options);
+
+// The suffix of the member a field is exported as (and read back from): its own
+// (FieldFileSuffix), with .npy after it for an array whose suffix does not say so already.
+std::string MemberSuffix(const FieldSpec& spec);
 
 }  // namespace packrec::wds
 

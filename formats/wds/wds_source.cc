@@ -513,7 +513,7 @@ class WdsSource final : public FileListSource {
       bool checked = false;
       if (exported != nullptr) {
         spec = *exported;
-        if (IsArray(spec) && !NpyOfField(spec, value)) {
+        if (IsNumericField(spec.type) && !NpyOfField(spec, value)) {
           return Status::InvalidInput("its " + member.extension + " member is not a .npy array " +
                                       "of field '" + spec.name + "' (" +
                                       std::string(FieldTypeName(spec.type)) + ")");
@@ -550,14 +550,9 @@ class WdsSource final : public FileListSource {
   // suffix: its own, or with .npy after it for an array (as the wds export writes them).
   const FieldSpec* ExportedField(const std::string& extension) const {
     for (const FieldSpec& spec : options_.known_fields) {
-      const std::string suffix = FieldFileSuffix(spec);
-      if (extension == suffix || (IsArray(spec) && extension == suffix + ".npy")) return &spec;
+      if (extension == FieldFileSuffix(spec) || extension == MemberSuffix(spec)) return &spec;
     }
     return nullptr;
-  }
-
-  static bool IsArray(const FieldSpec& spec) {
-    return spec.type == FieldType::kInt64 || spec.type == FieldType::kFloat32;
   }
 
   // Replaces a .npy member by its elements when it is an array of `spec`'s type and inner shape.

@@ -104,25 +104,13 @@ class WdsWriter final : public ExportWriter {
                                     ", which its image is; rename or drop it (--drop-fields)");
       }
       const std::string name = std::string(key) + "." + MemberSuffix(schema[f]);
-      if (IsNumeric(schema[f])) {
+      if (IsNumericField(schema[f].type)) {
         PACKREC_RETURN_IF_ERROR(AddMember(name, NpyOf(schema[f], record.fields[f].bytes)));
       } else {
         PACKREC_RETURN_IF_ERROR(AddMember(name, record.fields[f].bytes));
       }
     }
     return Status::OK();
-  }
-
-  static bool IsNumeric(const FieldSpec& spec) {
-    return spec.type == FieldType::kInt64 || spec.type == FieldType::kFloat32;
-  }
-
-  // The suffix a field's member has: its own (FieldFileSuffix), and .npy after it for an array
-  // whose suffix does not say so already.
-  static std::string MemberSuffix(const FieldSpec& spec) {
-    std::string suffix = FieldFileSuffix(spec);
-    if (IsNumeric(spec) && suffix != "npy" && !suffix.ends_with(".npy")) suffix += ".npy";
-    return suffix;
   }
 
   // An array field's value as numpy.save writes it: N x the inner shape.
@@ -192,6 +180,12 @@ class WdsWriter final : public ExportWriter {
 };
 
 }  // namespace
+
+std::string MemberSuffix(const FieldSpec& spec) {
+  std::string suffix = FieldFileSuffix(spec);
+  if (IsNumericField(spec.type) && suffix != "npy" && !suffix.ends_with(".npy")) suffix += ".npy";
+  return suffix;
+}
 
 Result<std::unique_ptr<DatasetWriter>> CreateWdsWriter(const fs::path& dir,
                                                        const WriterOptions& options) {

@@ -20,8 +20,6 @@ constexpr std::array<std::pair<FieldType, std::string_view>, 5> kTypeNames = {{
     {FieldType::kFloat32, "float32[]"},
 }};
 
-bool IsNumeric(FieldType type) { return type == FieldType::kInt64 || type == FieldType::kFloat32; }
-
 std::string_view AsText(std::span<const std::byte> bytes) {
   return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
@@ -62,7 +60,7 @@ Status ValidateSchema(const std::vector<FieldSpec>& fields) {
       return Status::InvalidArgument(where + ": unknown type " +
                                      std::to_string(static_cast<int>(spec.type)));
     }
-    if (!spec.inner_shape.empty() && !IsNumeric(spec.type)) {
+    if (!spec.inner_shape.empty() && !IsNumericField(spec.type)) {
       return Status::InvalidArgument(where + ": only int64[] and float32[] fields have a shape");
     }
     std::uint64_t elements = 1;
@@ -91,8 +89,12 @@ std::string FieldTypeText(const FieldSpec& spec) {
   return text;
 }
 
+bool IsNumericField(FieldType type) {
+  return type == FieldType::kInt64 || type == FieldType::kFloat32;
+}
+
 std::size_t FieldElementBytes(const FieldSpec& spec) {
-  if (!IsNumeric(spec.type)) return 0;
+  if (!IsNumericField(spec.type)) return 0;
   std::size_t bytes = spec.type == FieldType::kInt64 ? 8 : 4;
   for (const std::uint32_t extent : spec.inner_shape) bytes *= extent;
   return bytes;

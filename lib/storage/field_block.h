@@ -38,6 +38,9 @@ Status ValidateFieldValue(const FieldSpec& spec, std::span<const std::byte> byte
 // The field's type as messages say it: "text", "float32[] of N x 4".
 std::string FieldTypeText(const FieldSpec& spec);
 
+// int64[] or float32[].
+bool IsNumericField(FieldType type);
+
 // Bytes of one element of a numeric field (element size x inner shape); 0 for the others.
 std::size_t FieldElementBytes(const FieldSpec& spec);
 
