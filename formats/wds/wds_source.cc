@@ -6,15 +6,17 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <deque>
-#include <map>
+#include <mutex>
 #include <optional>
 #include <unordered_map>
 
 #include "core/file_io.h"
 #include "core/keys.h"
 #include "storage/field_block.h"
+#include "storage/json_check.h"
 #include "storage/source_fields.h"
 #include "storage/source_util.h"
 #include "wds/wds_format.h"
@@ -66,32 +68,49 @@ void SplitMemberName(std::string_view name, std::string* key, std::string* exten
 // into a tree, which cost the reading thread an allocation per value of every sample.
 class JsonPicker final : public nlohmann::json_sax<nlohmann::json> {
  public:
-  explicit JsonPicker(std::vector<std::string> wanted) : wanted_(std::move(wanted)) {}
+  // The names it keeps the values of (three at most: a label, a key and a class name).
+  explicit JsonPicker(std::array<std::string_view, 3> wanted) : wanted_(wanted) {}
   bool is_object() const { return is_object_; }
   // The member `name`, or nullptr when the object has none.
-  const nlohmann::json* Find(const std::string& name) const {
-    const auto found = found_.find(name);
-    return found == found_.end() ? nullptr : &found->second;
+  const nlohmann::json* Find(std::string_view name) const {
+    const auto at = std::ranges::find(wanted_, name) - wanted_.begin();
+    return at < static_cast<std::ptrdiff_t>(found_.size()) && found_[at] ? &*found_[at] : nullptr;
   }
 
-  bool null() override { return Value(nullptr); }
-  bool boolean(bool value) override { return Value(value); }
-  bool number_integer(number_integer_t value) override { return Value(value); }
-  bool number_unsigned(number_unsigned_t value) override { return Value(value); }
-  bool number_float(number_float_t value, const string_t& /*text*/) override {
-    return Value(value);
+  // Values are made into json only when wanted: most members of a sample's json are not, and
+  // each string made into one was an allocation and a copy on the reading thread.
+  bool null() override {
+    return Value([] { return nlohmann::json(nullptr); });
   }
-  bool string(string_t& value) override { return Value(value); }
-  bool binary(binary_t& /*value*/) override { return Value(nullptr); }
+  bool boolean(bool value) override {
+    return Value([value] { return nlohmann::json(value); });
+  }
+  bool number_integer(number_integer_t value) override {
+    return Value([value] { return nlohmann::json(value); });
+  }
+  bool number_unsigned(number_unsigned_t value) override {
+    return Value([value] { return nlohmann::json(value); });
+  }
+  bool number_float(number_float_t value, const string_t& /*text*/) override {
+    return Value([value] { return nlohmann::json(value); });
+  }
+  bool string(string_t& value) override {
+    return Value([&value] { return nlohmann::json(std::move(value)); });
+  }
+  bool binary(binary_t& /*value*/) override {
+    return Value([] { return nlohmann::json(nullptr); });
+  }
   bool start_object(std::size_t /*elements*/) override {
     if (depth_ == 0) is_object_ = true;
-    return Open(nlohmann::json::object());
+    return Open([] { return nlohmann::json::object(); });
   }
-  bool start_array(std::size_t /*elements*/) override { return Open(nlohmann::json::array()); }
+  bool start_array(std::size_t /*elements*/) override {
+    return Open([] { return nlohmann::json::array(); });
+  }
   bool end_object() override { return Close(); }
   bool end_array() override { return Close(); }
   bool key(string_t& name) override {
-    if (depth_ == 1) current_ = name;
+    if (depth_ == 1) current_.swap(name);
     return true;
   }
   bool parse_error(std::size_t /*position*/, const std::string& /*token*/,
@@ -100,16 +119,22 @@ class JsonPicker final : public nlohmann::json_sax<nlohmann::json> {
   }
 
  private:
-  bool Wanted() const {
-    return depth_ == 1 && is_object_ && std::ranges::find(wanted_, current_) != wanted_.end();
+  // Where the value of the member being read is kept, when it is wanted (the last of a name
+  // repeated in the object wins, as when nlohmann builds it into a tree).
+  std::optional<nlohmann::json>* Slot() {
+    if (depth_ != 1 || !is_object_) return nullptr;
+    const auto at = std::ranges::find(wanted_, current_) - wanted_.begin();
+    return at < static_cast<std::ptrdiff_t>(found_.size()) ? &found_[at] : nullptr;
   }
-  bool Value(nlohmann::json value) {
-    if (Wanted()) found_[current_] = std::move(value);
+  template <typename Make>
+  bool Value(const Make& make) {
+    if (std::optional<nlohmann::json>* slot = Slot()) *slot = make();
     return true;
   }
   // A container as a wanted member's value is kept empty: not a label, key or name.
-  bool Open(nlohmann::json empty) {
-    if (Wanted()) found_[current_] = std::move(empty);
+  template <typename Make>
+  bool Open(const Make& make_empty) {
+    if (std::optional<nlohmann::json>* slot = Slot()) *slot = make_empty();
     ++depth_;
     return true;
   }
@@ -118,8 +143,8 @@ class JsonPicker final : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
 
-  std::vector<std::string> wanted_;
-  std::map<std::string, nlohmann::json> found_;
+  std::array<std::string_view, 3> wanted_;
+  std::array<std::optional<nlohmann::json>, 3> found_;
   std::string current_;
   int depth_ = 0;
   bool is_object_ = false;
@@ -149,7 +174,27 @@ class WdsSource final : public FileListSource {
     return true;
   }
 
-  std::vector<std::string> classes() const override { return class_names_.Complete(); }
+  std::vector<std::string> classes() const override {
+    std::lock_guard lock(class_names_mutex_);
+    return class_names_.Complete();
+  }
+
+  // The json member's parse (the label, key and class name it gives) is the one check worth
+  // taking off the reading thread: it cost a sample with a 400-byte json as much as reading the
+  // sample's tar headers (docs/benchmarks.md).
+  bool DeferChecks() override {
+    defer_json_ = true;
+    return true;
+  }
+  void FinishRecord(SourceRecord& record) const override {
+    const SourceRecord::Deferred deferred = std::move(record.deferred);
+    record.deferred = {};
+    if (!record.status.ok() || (deferred.tag & kJsonDeferred) == 0) return;
+    const std::uint64_t field = deferred.tag >> kJsonFieldShift;
+    const std::span<const std::byte> json =
+        field > 0 ? std::span<const std::byte>(*record.fields[field - 1]) : deferred.bytes;
+    record.status = ApplyJson(json, (deferred.tag & kLabelTaken) != 0, record);
+  }
   SourceFormat format() const override { return SourceFormat::kWebDataset; }
 
  private:
@@ -302,6 +347,7 @@ class WdsSource final : public FileListSource {
     if (pending_ && pending_->key != key) Flush();
     if (!pending_) {
       pending_ = Sample{key, {}, offset, samples_in_file_++, {}};
+      pending_->members.reserve(4);  // an image, a label and a few more, mostly
       const auto [earlier, added] = keys_in_file_.emplace(key, offset);
       if (!added) {
         pending_->ambiguity = "its key was the key of the sample at byte " +
@@ -416,12 +462,12 @@ class WdsSource final : public FileListSource {
       PACKREC_ASSIGN_OR_RETURN(image, FindReadable(extension));
       if (image != nullptr) break;
     }
-    std::string present;
-    for (const Member& member : pending_->members) {
-      present += (present.empty() ? "" : ", ") + member.extension;
-    }
     record.key = pending_->key;
     if (image == nullptr) {
+      std::string present;
+      for (const Member& member : pending_->members) {
+        present += (present.empty() ? "" : ", ") + member.extension;
+      }
       return Status::InvalidInput("no image member (" +
                                   (options_.image_field.empty()
                                        ? std::string("jpg, jpeg, png, webp")
@@ -429,23 +475,7 @@ class WdsSource final : public FileListSource {
                                   ") among its members: " + present);
     }
     record.key = pending_->key + "." + image->extension;
-    const std::string label_field = AsciiLower(options_.label_field);
-    const std::string json_label = label_field.empty() ? "label" : label_field;
-    const std::string key_field = options_.key_field.empty() ? "key" : options_.key_field;
-    std::optional<JsonPicker> json;
-    PACKREC_ASSIGN_OR_RETURN(const Member* json_member, FindReadable("json"));
-    if (json_member != nullptr) {
-      JsonPicker picker({json_label, key_field, "class"});
-      const std::string_view text = AsText(json_member->bytes);
-      if (!nlohmann::json::sax_parse(text.begin(), text.end(), &picker)) {
-        return Status::InvalidInput("its json member is not valid JSON");
-      }
-      // Only an object can hold a label, key or class name; any JSON is kept as a field.
-      if (picker.is_object()) json = std::move(picker);
-      if (!json && options_.wds_json_is_metadata) {
-        return Status::InvalidInput("its json member is not a JSON object");
-      }
-    }
+    PACKREC_ASSIGN_OR_RETURN(Member * json_member, FindReadable("json"));
     bool labelled = false;
     const Member* label_member = nullptr;
     for (const std::string& extension : label_extensions_) {
@@ -460,25 +490,81 @@ class WdsSource final : public FileListSource {
         break;
       }
     }
-    if (json) {
-      const nlohmann::json* label = json->Find(json_label);
-      if (!labelled && label != nullptr) {
-        if (!label->is_number_unsigned() || label->get<std::uint64_t>() > UINT32_MAX) {
-          return Status::InvalidInput("json[\"" + json_label +
-                                      "\"] is not a non-negative integer label");
-        }
-        record.label = label->get<std::uint32_t>();
-      }
-      // packrec's own exports keep the original key and the class name here.
-      if (const nlohmann::json* key = json->Find(key_field); key != nullptr && key->is_string()) {
-        record.key = key->get<std::string>();
-      }
-      if (const nlohmann::json* name = json->Find("class"); name != nullptr && name->is_string()) {
-        class_names_.Note(record.label, name->get<std::string>());
-      }
+    if (json_member != nullptr && !defer_json_) {
+      PACKREC_RETURN_IF_ERROR(ApplyJson(json_member->bytes, labelled, record));
     }
     record.bytes = std::move(image->bytes);
-    return KeepFields(record, image, label_member);
+    std::optional<std::size_t> json_field;
+    PACKREC_RETURN_IF_ERROR(KeepFields(record, image, label_member, json_field));
+    if (json_member != nullptr && defer_json_) {
+      // Parsed by FinishRecord, on a worker: where KeepFields stored it as a field, or as read.
+      record.deferred.tag = kJsonDeferred | (labelled ? kLabelTaken : 0);
+      if (json_field) {
+        record.deferred.tag |= (*json_field + 1) << kJsonFieldShift;
+      } else {
+        record.deferred.bytes = std::move(json_member->bytes);
+      }
+    }
+    return Status::OK();
+  }
+
+  // SourceRecord::Deferred::tag of a sample whose json member FinishRecord parses: these bits,
+  // and above kJsonFieldShift the index + 1 of the field holding it (0: Deferred::bytes holds it).
+  static constexpr std::uint64_t kJsonDeferred = 1;
+  static constexpr std::uint64_t kLabelTaken = 2;  // a cls member gave the label
+  static constexpr int kJsonFieldShift = 2;
+
+  // Checks a sample's json member is JSON and takes from it the label (unless `labelled`), the
+  // key and the class name, which packrec's own exports keep there. Thread-safe: FinishRecord
+  // runs it on the workers.
+  Status ApplyJson(std::span<const std::byte> bytes, bool labelled, SourceRecord& record) const {
+    const std::string label_field = AsciiLower(options_.label_field);
+    const std::string json_label = label_field.empty() ? "label" : label_field;
+    const std::string key_field = options_.key_field.empty() ? "key" : options_.key_field;
+    const std::array<std::string_view, 3> names = {json_label, key_field, "class"};
+    const std::string_view text = AsText(bytes);
+    // simdjson's reading, unless it refuses the document or the label is to be read from it
+    // (nlohmann tells a "-0" from a 0, as the label's rule needs): nlohmann's rules hold.
+    if (const std::optional<JsonMembers> fast = ReadJsonMembers(text, names);
+        fast && (labelled || !fast->present[0])) {
+      if (!fast->is_object) {
+        return options_.wds_json_is_metadata
+                   ? Status::InvalidInput("its json member is not a JSON object")
+                   : Status::OK();
+      }
+      if (fast->strings[1]) record.key = *fast->strings[1];
+      if (fast->strings[2]) {
+        std::lock_guard lock(class_names_mutex_);
+        class_names_.Note(record.label, *fast->strings[2]);
+      }
+      return Status::OK();
+    }
+    JsonPicker json(names);
+    if (!nlohmann::json::sax_parse(text.begin(), text.end(), &json)) {
+      return Status::InvalidInput("its json member is not valid JSON");
+    }
+    // Only an object can hold a label, key or class name; any JSON is kept as a field.
+    if (!json.is_object()) {
+      return options_.wds_json_is_metadata
+                 ? Status::InvalidInput("its json member is not a JSON object")
+                 : Status::OK();
+    }
+    const nlohmann::json* label = json.Find(json_label);
+    if (!labelled && label != nullptr) {
+      if (!label->is_number_unsigned() || label->get<std::uint64_t>() > UINT32_MAX) {
+        return Status::InvalidInput("json[\"" + json_label +
+                                    "\"] is not a non-negative integer label");
+      }
+      record.label = label->get<std::uint32_t>();
+    }
+    if (const nlohmann::json* key = json.Find(key_field); key != nullptr && key->is_string()) {
+      record.key = key->get<std::string>();
+    }
+    if (const nlohmann::json* name = json.Find("class"); name != nullptr && name->is_string()) {
+      std::lock_guard lock(class_names_mutex_);
+      class_names_.Note(record.label, name->get<std::string>());
+    }
+    return Status::OK();
   }
 
   // The field a member of suffix `extension` is stored as: the suffix itself, unless that names
@@ -491,7 +577,9 @@ class WdsSource final : public FileListSource {
   // Every member beside the image and the label becomes a field named by its suffix (FieldName),
   // typed by its last part: txt text (when the first one is UTF-8), json JSON, npy an int64 or
   // float32 array (when the first one is such a plain array), anything else bytes.
-  Status KeepFields(SourceRecord& record, const Member* image, const Member* label) {
+  // `json_field`: where the json member is stored as it was read, when it is.
+  Status KeepFields(SourceRecord& record, const Member* image, const Member* label,
+                    std::optional<std::size_t>& json_field) {
     for (Member& member : pending_->members) {
       if (&member == image || &member == label) continue;
       if (member.extension == "json" && options_.wds_json_is_metadata) continue;
@@ -520,6 +608,9 @@ class WdsSource final : public FileListSource {
         }
         PACKREC_RETURN_IF_ERROR(
             schema_.Set(record, spec, std::move(value), "member " + member.extension));
+        if (member.extension == "json" && !IsNumericField(spec.type)) {
+          json_field = schema_.IndexOf(spec.name);
+        }
         continue;
       }
       const std::string_view kind = LastPart(member.extension);
@@ -542,6 +633,7 @@ class WdsSource final : public FileListSource {
       }
       PACKREC_RETURN_IF_ERROR(
           schema_.Set(record, spec, std::move(value), "member " + member.extension, checked));
+      if (member.extension == "json") json_field = schema_.IndexOf(spec.name);
     }
     return Status::OK();
   }
@@ -604,8 +696,10 @@ class WdsSource final : public FileListSource {
   std::unordered_map<std::string, std::uint64_t> keys_in_file_;
   std::optional<Sample> pending_;
   std::deque<SourceRecord> ready_;
-  ClassNameCollector class_names_;
-  GrowingSchema schema_;  // the fields met so far
+  mutable std::mutex class_names_mutex_;  // FinishRecord notes names on the workers
+  mutable ClassNameCollector class_names_;
+  bool defer_json_ = false;  // DeferChecks: FinishRecord parses the json member
+  GrowingSchema schema_;     // the fields met so far
   // The members a record is made from (and json): the image is the first of image_extensions_
   // present, the label the first of label_extensions_.
   std::vector<std::string> image_extensions_ = {"jpg", "jpeg", "png", "webp"};

@@ -113,6 +113,14 @@ struct SourceRecord {
   // is bytes (kept as bytes) and one text where it is a JSON list of strings (kept as a list of
   // one). A source uses these or `fields`, not both.
   std::vector<std::pair<FieldSpec, std::vector<std::byte>>> typed_fields = {};
+  // What Next left for the source's own FinishRecord (RecordSource::DeferChecks), in the
+  // source's terms; callers pass it along untouched. WebDataset: a sample's json member (bytes,
+  // or where among `fields` it lies) and whether its label is taken already.
+  struct Deferred {
+    std::vector<std::byte> bytes;
+    std::uint64_t tag = 0;
+  };
+  Deferred deferred = {};
 };
 
 class RecordSource {

@@ -8,6 +8,7 @@
 #include "core/checksum.h"
 #include "core/endian.h"
 #include "core/keys.h"
+#include "storage/json_check.h"
 
 namespace packrec {
 namespace {
@@ -106,7 +107,7 @@ Status ValidateFieldValue(const FieldSpec& spec, std::span<const std::byte> byte
       if (!IsValidUtf8(AsText(bytes))) return Status::InvalidInput("not valid UTF-8 text");
       return Status::OK();
     case FieldType::kJson:
-      if (!IsValidUtf8(AsText(bytes)) || !nlohmann::json::accept(AsText(bytes))) {
+      if (!IsValidUtf8(AsText(bytes)) || !AcceptJson(AsText(bytes))) {
         return Status::InvalidInput("not valid JSON");
       }
       return Status::OK();

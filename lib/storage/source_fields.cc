@@ -13,6 +13,12 @@ const FieldSpec* GrowingSchema::Find(std::string_view name) const {
   return found == index_.end() ? nullptr : &fields_[found->second];
 }
 
+std::optional<std::size_t> GrowingSchema::IndexOf(std::string_view name) const {
+  const auto found = index_.find(std::string(name));
+  if (found == index_.end()) return std::nullopt;
+  return found->second;
+}
+
 Status GrowingSchema::Set(SourceRecord& record, const FieldSpec& spec, std::vector<std::byte> value,
                           std::string_view what, bool checked) {
   // Looked up before an emplace, which would allocate a node for every value of a known field.

@@ -24,6 +24,8 @@ class GrowingSchema {
  public:
   // The field named `name`, when the source has met it.
   const FieldSpec* Find(std::string_view name) const;
+  // Its place in the schema (and in SourceRecord::fields).
+  std::optional<std::size_t> IndexOf(std::string_view name) const;
   // Stores `value` as field `spec.name` of `record`: a new name joins the schema (and
   // record.added_fields); a known one must have spec's type and inner shape. The value must be
   // one its type takes (ValidateFieldValue). InvalidInput naming the field otherwise (the
