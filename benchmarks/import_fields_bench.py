@@ -5,7 +5,7 @@ Two WebDataset sources are made from one synth tree with Python's tarfile: image
 (jpg + cls) and img2dataset-like ones (jpg + cls + txt caption + json metadata). Each is also
 exported to TFRecord by packrec (the fields become features) and imported from its .tfrecord
 files. `packrec convert SRC OUT` runs on each, alternating, RUNS rounds after a warm-up, on warm
-page cache; medians. Throughput is source bytes per second, so a source with more bytes is not
+page cache and cold (the source's pages evicted before each import); medians. Throughput is source bytes per second, so a source with more bytes is not
 counted slower for having them; the ratio with / without fields is what is reported. Then the
 peak anonymous memory (RssAnon, sampled every 5 ms) of the import with fields at 1x and 4x the
 samples: it must stay flat.
@@ -73,7 +73,19 @@ def source_bytes(paths):
     return sum(os.path.getsize(p) for p in paths)
 
 
-def timed_import(spec, files):
+def evict(files):
+    """The files' pages dropped from the page cache (as import_bench.sh does): a cold read."""
+    for path in files:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def timed_import(spec, files, cold=False):
+    if cold:
+        evict(files)
     out = os.path.join(out_root, "out.pkr")
     shutil.rmtree(out, ignore_errors=True)
     start = time.perf_counter()
@@ -114,19 +126,26 @@ try:
         run("convert", shard, tf, "--format", "tfrecord", "--shard-size", "64MiB", "-q")
         records = sorted(os.path.join(tf, f) for f in os.listdir(tf) if f.endswith(".tfrecord"))
         sources[("tfrecord", kind)] = (os.path.join(tf, "*.tfrecord"), records)
-    results = {key: [] for key in sources}
+    results = {(cache, key): [] for key in sources for cache in ("warm", "cold")}
     for key, (spec, files) in sources.items():
         timed_import(spec, files)  # warm the page cache
     for _ in range(runs):
+        for cache in ("warm", "cold"):
+            for key, (spec, files) in sources.items():
+                results[(cache, key)].append(timed_import(spec, files, cache == "cold"))
         for key, (spec, files) in sources.items():
-            results[key].append(timed_import(spec, files))
-    print(f"{images} samples, {runs} rounds alternating, warm page cache, medians "
-          f"(source MiB/s):")
-    for source in ("wds", "tfrecord"):
-        plain = statistics.median(results[(source, "image-only")])
-        rich = statistics.median(results[(source, "with fields")])
-        print(f"  {source:9s} image-only {plain:7.1f}  with txt+json {rich:7.1f}  "
-              f"ratio {rich / plain:.3f}")
+            timed_import(spec, files)  # the next round's warm imports find the pages cached
+    print(f"{images} samples, {runs} rounds alternating, medians (source MiB/s); cold: the "
+          f"source's pages evicted (posix_fadvise DONTNEED) before each import:")
+    for cache in ("warm", "cold"):
+        for source in ("wds", "tfrecord"):
+            plain_runs = results[(cache, (source, "image-only"))]
+            rich_runs = results[(cache, (source, "with fields"))]
+            plain = statistics.median(plain_runs)
+            rich = statistics.median(rich_runs)
+            per_round = sorted(r / p for r, p in zip(rich_runs, plain_runs))
+            print(f"  {cache} {source:9s} image-only {plain:7.1f}  with txt+json {rich:7.1f}  "
+                  f"ratio {rich / plain:.3f} (rounds {per_round[0]:.2f}..{per_round[-1]:.2f})")
     big = os.path.join(work, "big")
     make_wds(tree, big, True, copies=4)
     one = peak_anon_kib(["convert", sources[("wds", "with fields")][0],

@@ -10,6 +10,7 @@ packages=(
   libisal-dev  # CRC-32C (ISA-L's crc32_iscsi), TFRecord's framing
   libcli11-dev nlohmann-json3-dev doctest-dev
   libsimdjson-dev  # JSON fields checked fast (lib/storage/json_check.h), nlohmann's rules kept
+  libjemalloc-dev  # the CLI's allocator (tools/CMakeLists.txt)
   libarchive-dev libprotobuf-dev protobuf-compiler zstd tar
   liblmdb-dev libhdf5-dev liburing-dev python3 python3-lmdb python3-h5py python3-protobuf python3-jsonschema
   python3-xxhash  # the interop checks verify the documented checksums independently

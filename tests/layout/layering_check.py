@@ -61,6 +61,7 @@ THIRD_PARTY = [
     (r"^opencv2/", ["lib/decode/resize.cc"]),
     (r"^stb_image", ["lib/decode/image.cc"]),
     (r"^zstd\.h$", ["lib/storage/payload.cc"]),
+    (r"^simdjson\.h$", ["lib/storage/json_check.cc"]),
     (r"^xxhash\.h$", ["lib/core/checksum.cc"]),
     (r"^isa-l/", ["lib/core/crc32c.cc"]),
     (r"^liburing\.h$", ["lib/bench/uring.cc"]),
