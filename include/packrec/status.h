@@ -92,6 +92,10 @@ class [[nodiscard]] Status {
   Remedy remedy_ = Remedy::kNone;
 };
 
+// Prints `status` to stderr, saying that the value of a Result holding it was asked for, and
+// aborts: what Result::value() does on an error in every build, asserts on or off.
+[[noreturn]] void DieOnValueOfError(const Status& status);
+
 // A value or the Status that explains why there is none.
 template <typename T>
 class [[nodiscard]] Result {
@@ -103,17 +107,18 @@ class [[nodiscard]] Result {
 
   bool ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }
-  // REQUIRES: ok().
+  // REQUIRES: ok(). On an error it prints the error and aborts, in every build: reading the value
+  // that is not there would be undefined behaviour (a crash far from the cause, or garbage).
   T& value() & {
-    assert(ok());
+    CheckHasValue();
     return *value_;
   }
   const T& value() const& {
-    assert(ok());
+    CheckHasValue();
     return *value_;
   }
   T&& value() && {
-    assert(ok());
+    CheckHasValue();
     return std::move(*value_);
   }
   T& operator*() & { return value(); }
@@ -122,6 +127,12 @@ class [[nodiscard]] Result {
   const T* operator->() const { return &value(); }
 
  private:
+  void CheckHasValue() const {
+    if (!value_.has_value()) [[unlikely]] {
+      DieOnValueOfError(status_);
+    }
+  }
+
   std::optional<T> value_;
   Status status_;
 };

@@ -1,5 +1,7 @@
 #include "packrec/status.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace packrec {
@@ -78,6 +80,14 @@ Status Status::WithByteOffset(std::uint64_t offset) const {
   Status with = *this;
   if (!ok()) with.byte_offset_ = offset;
   return with;
+}
+
+void DieOnValueOfError(const Status& status) {
+  std::fprintf(stderr,
+               "packrec: the value of a Result holding an error was asked for (check ok() "
+               "first): %s\n",
+               status.ToString().c_str());
+  std::abort();
 }
 
 }  // namespace packrec

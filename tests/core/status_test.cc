@@ -1,4 +1,9 @@
 #include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <string>
 
 #include "packrec/status.h"
 
@@ -67,6 +72,31 @@ TEST_CASE("result holds a value or the error, and ASSIGN_OR_RETURN propagates it
   REQUIRE_FALSE(failed.ok());
   CHECK(failed.status().code() == StatusCode::kInvalidArgument);
   CHECK(failed.status().message() == "odd: 3");
+}
+
+TEST_CASE("value() of an error aborts with the error in every build, asserts on or off") {
+  int pipe_ends[2];
+  REQUIRE(::pipe(pipe_ends) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::dup2(pipe_ends[1], STDERR_FILENO);
+    const Result<int> missing = Status::NotFound("no such dataset: /data/x.pkr");
+    const int value = missing.value();
+    std::_Exit(value == 0 ? 10 : 11);  // not reached: value() aborts
+  }
+  ::close(pipe_ends[1]);
+  std::string said;
+  char buffer[512];
+  for (ssize_t got; (got = ::read(pipe_ends[0], buffer, sizeof buffer)) > 0;) {
+    said.append(buffer, static_cast<std::size_t>(got));
+  }
+  ::close(pipe_ends[0]);
+  int wait_status = 0;
+  REQUIRE(::waitpid(child, &wait_status, 0) == child);
+  CHECK(WIFSIGNALED(wait_status));
+  if (WIFSIGNALED(wait_status)) CHECK(WTERMSIG(wait_status) == SIGABRT);
+  CHECK_MESSAGE(said.find("no such dataset: /data/x.pkr") != std::string::npos, said);
 }
 
 }  // namespace
