@@ -53,9 +53,9 @@ done
 step "interop: export to WebDataset, TFRecord, RecordIO; import each back; compare with the tree"
 for format in wds tfrecord recordio; do
   $packrec convert "$work/tree" "$work/export.$format" --format "$format" --shard-size 16MiB -q
-  $packrec convert "$work/export.$format" "$work/imported.$format" -q
-  $packrec extract "$work/imported.$format" "$work/reimported.$format" >/dev/null
-  diff -r "$work/tree" "$work/reimported.$format"
+  $packrec convert "$work/export.$format" "$work/imported-$format" -q
+  $packrec extract "$work/imported-$format" "$work/reimported-$format" >/dev/null
+  diff -r "$work/tree" "$work/reimported-$format"
   echo "$format: $(ls "$work/export.$format" | tr '\n' ' ')-> byte-identical after import"
 done
 tar -tf "$work/export.wds/shard-000000.tar" | sed -n "1,3s/^/  GNU tar lists: /p"

@@ -13,7 +13,8 @@ const FormatDescriptor& RecordIoFormat() {
                .readable = false,
                .single_file = false,
                .resumable = false,
-               .stores_fields = true},
+               .stores_fields = true,
+               .file_suffixes = {".rec"}},
       .create = CreateRecordIoWriter,
       .side_file_suffixes = {},  // nothing beside its output
   };

@@ -14,7 +14,8 @@ const FormatDescriptor& TfRecordFormat() {
            .readable = false,
            .single_file = false,
            .resumable = false,
-           .stores_fields = true},
+           .stores_fields = true,
+           .file_suffixes = {".tfrecord", ".tfrecords"}},
       .create = CreateTfRecordWriter,
       .side_file_suffixes = {},  // nothing beside its output
   };

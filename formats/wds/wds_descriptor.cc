@@ -13,7 +13,8 @@ const FormatDescriptor& WdsFormat() {
                .readable = false,
                .single_file = false,
                .resumable = false,
-               .stores_fields = true},
+               .stores_fields = true,
+               .file_suffixes = {".tar", ".tar.gz", ".tgz"}},
       .create = CreateWdsWriter,
       .side_file_suffixes = {},  // nothing beside its output
   };

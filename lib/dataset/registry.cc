@@ -14,6 +14,7 @@
 #include "recordio/recordio_format.h"
 #include "shard/shard_format.h"
 #include "storage/resume_journal.h"
+#include "storage/source_util.h"
 #include "tfrecord/tfrecord_format.h"
 #include "wds/wds_format.h"
 
@@ -37,6 +38,52 @@ const FormatDescriptor* FindFormatDescriptor(std::string_view name) {
     if (format->info.name == name) return format;
   }
   return nullptr;
+}
+
+namespace {
+
+// The format among `formats` one of whose `FormatInfo::*suffixes` `name` ends with, any case.
+const FormatDescriptor* FormatNamedBy(std::string_view name,
+                                      std::vector<std::string> FormatInfo::*suffixes) {
+  const std::string lower = AsciiLower(std::string(name));
+  for (const FormatDescriptor* format : FormatDescriptors()) {
+    for (const std::string& suffix : format->info.*suffixes) {
+      if (lower.size() > suffix.size() && lower.ends_with(suffix)) return format;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Result<std::string> ChooseOutputFormat(const fs::path& output, std::string_view requested) {
+  // "out/" names the directory "out".
+  const fs::path named = output.has_filename() ? output : output.parent_path();
+  const std::string name = named.filename().string();
+  const FormatDescriptor* by_suffix = FormatNamedBy(name, &FormatInfo::suffixes);
+  const FormatDescriptor* by_file = FormatNamedBy(name, &FormatInfo::file_suffixes);
+  if (requested.empty() && by_file == nullptr) {
+    return (by_suffix != nullptr ? by_suffix : FormatDescriptors().front())->info.name;
+  }
+  const std::string chosen = requested.empty() ? std::string() : std::string(requested);
+  if (!chosen.empty()) PACKREC_RETURN_IF_ERROR(FindFormat(chosen).status());
+  if (by_suffix != nullptr && by_suffix->info.name != chosen) {
+    return Status::InvalidArgument("the output " + output.string() + " is named like a " +
+                                   by_suffix->info.name + " dataset, but the format asked for is " +
+                                   chosen + ": name it for that format, or ask for " +
+                                   by_suffix->info.name);
+  }
+  if (by_file != nullptr && by_file->info.name != chosen) {
+    return Status::InvalidArgument(
+        "the output " + output.string() + " is named like one file of a " + by_file->info.name +
+        " export, but " +
+        (chosen.empty() ? "no format was asked for" : "the format asked for is " + chosen) +
+        ": a " + by_file->info.name + " export is a directory of such files; name a directory" +
+        (chosen.empty() ? " (packrec's own formats: " + JoinFormatNames(&FormatInfo::readable) +
+                              "), or ask for " + by_file->info.name + " by name"
+                        : ""));
+  }
+  return chosen;
 }
 
 const std::vector<FormatInfo>& ListFormats() {
@@ -103,10 +150,14 @@ Status CheckFieldsStored(const FormatDescriptor& format, const WriterOptions& op
 
 Result<std::unique_ptr<DatasetWriter>> CreateDatasetWriter(const fs::path& path,
                                                            const WriterOptions& options) {
-  const FormatDescriptor* format = FindFormatDescriptor(options.format);
-  if (format == nullptr) return FindFormat(options.format).status();
+  PACKREC_ASSIGN_OR_RETURN(const std::string chosen, ChooseOutputFormat(path, options.format));
+  const FormatDescriptor* format = FindFormatDescriptor(chosen);
+  if (format == nullptr) return FindFormat(chosen).status();
   PACKREC_RETURN_IF_ERROR(CheckFieldsStored(*format, options));
-  return format->create(path, options);
+  if (chosen == options.format) return format->create(path, options);
+  WriterOptions inferred = options;
+  inferred.format = chosen;
+  return format->create(path, inferred);
 }
 
 Result<ResumedWriter> ResumeDatasetWriter(const fs::path& path, const WriterOptions& options) {

@@ -14,6 +14,7 @@
 #include "dataset/registry.h"
 #include "ingest/convert_internal.h"
 #include "ingest/field_routing.h"
+#include "packrec/format.h"
 #include "packrec/image.h"
 
 namespace packrec {
@@ -240,10 +241,9 @@ std::string PartName(std::uint32_t index, std::uint32_t count, const std::string
 
 Result<ConvertStats> Convert(const ConvertOptions& requested, const ProgressCallback& progress) {
   const Clock::time_point start = Clock::now();
-  ConvertOptions options = requested;  // the default format named: it is recorded and compared
-  if (options.writer.format.empty()) {
-    options.writer.format = FindFormatDescriptor(options.writer.format)->info.name;
-  }
+  ConvertOptions options = requested;  // the format named: it is recorded and compared
+  PACKREC_ASSIGN_OR_RETURN(options.writer.format,
+                           ChooseOutputFormat(options.output, requested.writer.format));
   PACKREC_RETURN_IF_ERROR(conversion::ValidateOptions(options));
   // Held until the output is committed, kept for --resume or removed: a second run on the same
   // output is refused before it reads or touches anything there.

@@ -122,7 +122,9 @@ def convert(source, output, format=None, *, shard_size="256MiB", align=64, compr
     (WebDataset tars, a glob or brace pattern of them, TFRecord, RecordIO, MDS, a Caffe LMDB, a
     packrec dataset) into a dataset; `packrec convert`.
 
-    format: a name from packrec.formats() (None: the first, packrec's shard format); the
+    format: a name from packrec.formats() (None: the one the output's name ends with, .pkr,
+    .lmdb, .h5 or .hdf5, else the first, packrec's shard format; a name that says another
+    format than the one given, or one file of an export such as .tar, is refused); the
     exports among them are for other tools' readers.
     from_: what source is, a name from packrec.source_formats() ("auto" detects it);
     image_field / label_field / key_field name the feature,
@@ -149,8 +151,9 @@ def convert(source, output, format=None, *, shard_size="256MiB", align=64, compr
     empty_classes, elapsed_seconds, already_complete, resumed_records}.
     """
     if format is None:
-        format = _packrec.formats()[0]["name"]
-    _choice("format", format, tuple(f["name"] for f in _packrec.formats()))
+        format = ""  # the output's name says it (data.h5: hdf5, data.lmdb: lmdb), else shard
+    else:
+        _choice("format", format, tuple(f["name"] for f in _packrec.formats()))
     _choice("from_", from_, tuple(_packrec.source_formats()))
     _choice("caffe_raw", caffe_raw, ("png", "raw"))
     _choice("on_error", on_error, ("fail", "skip"))

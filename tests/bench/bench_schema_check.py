@@ -31,7 +31,7 @@ for fmt, name in (("shard", "ds.pkr"), ("lmdb", "ds.lmdb"), ("hdf5", "ds.h5")):
     datasets.append(out)
 scratch = os.path.join(work, "scratch")
 os.makedirs(scratch)
-small = ["--quick", "--max-records", "30", "--seconds", "0.05", "--probe-size", "4194304",
+small = ["--quick", "--max-records", "30", "--seconds", "0.05", "--probe-size", "4MiB",
          "--threads", "2", "--batch", "8", "--size", "64", "--readers", "1,2",
          "--queue-depth", "4", "--scratch", scratch, "-q"]
 

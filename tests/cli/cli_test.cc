@@ -1,6 +1,8 @@
 // The packrec binary as users run it: output, exit codes (docs/cli.md) and error messages.
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "../formats/shard_test_util.h"
 #include "test_util.h"
 
@@ -244,6 +246,42 @@ TEST_CASE("cli: --help explains every subcommand and the exit codes") {
         "--resize-short", "--quality", "--overwrite", "--resume", "--checkpoint-every"}) {
     CHECK(Contains(convert_help.output, flag));
   }
+}
+
+TEST_CASE("cli: convert takes the format from OUT's name, refuses a name that says another, -q") {
+  test::TempDir dir;
+  REQUIRE(
+      RunCli("synth " + Quote(dir / "tree") + " --classes 2 --per-class 3 --seed 7").exit_code ==
+      0);
+  const std::string tree = Quote(dir / "tree") + " ";
+  // -q: nothing on stdout when all went well.
+  const auto h5 = RunCli("convert -q " + tree + Quote(dir / "data.h5"));
+  REQUIRE_MESSAGE(h5.exit_code == 0, h5.output);
+  CHECK_MESSAGE(h5.output.empty(), h5.output);
+  CHECK(fs::is_regular_file(dir / "data.h5"));  // one HDF5 file, not a shard directory
+  CHECK(Contains(RunCli("info " + Quote(dir / "data.h5")).output, "format    hdf5"));
+  REQUIRE(RunCli("convert -q " + tree + Quote(dir / "data.LMDB")).exit_code == 0);
+  CHECK(Contains(RunCli("info " + Quote(dir / "data.LMDB")).output, "format    lmdb"));
+  // A name that says another format, or one file of an export: exit 2, nothing written.
+  for (const std::string& args :
+       {Quote(dir / "x.h5") + " --format lmdb", Quote(dir / "y.pkr") + " --format hdf5",
+        Quote(dir / "z.tar"), Quote(dir / "w.tfrecord") + " --format shard"}) {
+    CAPTURE(args);
+    const auto refused = RunCli("convert " + tree + args);
+    CHECK(refused.exit_code == 2);
+    CHECK(Contains(refused.output, "is named like"));
+  }
+  for (const char* name : {"x.h5", "y.pkr", "z.tar", "w.tfrecord"})
+    CHECK_FALSE(fs::exists(dir / name));
+  // --json is JSON also when there is nothing to do.
+  const std::string shard = tree + Quote(dir / "s.pkr");
+  REQUIRE(RunCli("convert -q --resume " + shard).exit_code == 0);
+  const auto again = RunCli("convert --json --resume " + shard);
+  REQUIRE(again.exit_code == 0);
+  const nlohmann::json summary = nlohmann::json::parse(again.output);
+  CHECK(summary["already_complete"] == true);
+  CHECK(summary["format"] == "shard");
+  CHECK(summary["records"] == 6);
 }
 
 }  // namespace

@@ -234,7 +234,8 @@ TEST_CASE("hdf5 layout options are checked before anything is written") {
   cases.push_back({"pixels without size", no_size, "--size"});
   for (const Case& c : cases) {
     CAPTURE(c.what);
-    auto writer = CreateDatasetWriter(dir / "x.h5", c.options);
+    // A shard dataset named x.h5 is refused for its name (ChooseOutputFormat): named x here.
+    auto writer = CreateDatasetWriter(dir / (c.options.format == "hdf5" ? "x.h5" : "x"), c.options);
     REQUIRE_FALSE(writer.ok());
     CHECK(writer.status().code() == StatusCode::kInvalidArgument);
     CHECK_MESSAGE(writer.status().message().find(c.message) != std::string::npos,

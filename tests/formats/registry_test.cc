@@ -84,5 +84,56 @@ TEST_CASE("registry: an empty format is the default, and an export takes no --pa
   fs::remove_all(dir);
 }
 
+TEST_CASE("registry: the output's name says the format, and one that contradicts it is refused") {
+  // Asked for nothing: the suffix of packrec's own formats, any case, else the default.
+  for (const auto& [output, format] :
+       std::vector<std::pair<std::string, std::string>>{{"data.h5", "hdf5"},
+                                                        {"dir/DATA.HDF5", "hdf5"},
+                                                        {"data.lmdb", "lmdb"},
+                                                        {"data.lmdb/", "lmdb"},
+                                                        {"data.pkr", "shard"},
+                                                        {"plain", "shard"},
+                                                        {"v1.2", "shard"},
+                                                        {".h5", "shard"}}) {
+    CAPTURE(output);
+    const Result<std::string> chosen = ChooseOutputFormat(output, "");
+    REQUIRE_MESSAGE(chosen.ok(), chosen.status().ToString());
+    CHECK(*chosen == format);
+  }
+  // Asked for one: kept when the name agrees or says nothing.
+  CHECK(ChooseOutputFormat("data.lmdb", "lmdb").value() == "lmdb");
+  CHECK(ChooseOutputFormat("out", "hdf5").value() == "hdf5");
+  CHECK(ChooseOutputFormat("out.tar", "wds").value() == "wds");
+  CHECK(ChooseOutputFormat("export.tfrecord", "tfrecord").value() == "tfrecord");
+  // Refused: another format's suffix, or one file of an export, naming both sides.
+  for (const auto& [output, format] :
+       std::vector<std::pair<std::string, std::string>>{{"data.h5", "lmdb"},
+                                                        {"data.pkr", "hdf5"},
+                                                        {"data.lmdb", "wds"},
+                                                        {"out.tar", ""},
+                                                        {"out.tar.gz", "shard"},
+                                                        {"train.tfrecord", ""},
+                                                        {"train.rec", "lmdb"}}) {
+    CAPTURE(output);
+    CAPTURE(format);
+    const Result<std::string> chosen = ChooseOutputFormat(output, format);
+    REQUIRE_FALSE(chosen.ok());
+    CHECK(chosen.status().code() == StatusCode::kInvalidArgument);
+    CHECK(chosen.status().message().find(output) != std::string::npos);
+  }
+  CHECK_FALSE(ChooseOutputFormat("out", "no-such-format").ok());
+  // The writer API infers the same: an HDF5 file where the name says so.
+  const fs::path dir = fs::temp_directory_path() / "packrec-registry-suffix-test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto writer = CreateDatasetWriter(dir / "inferred.h5", WriterOptions{});
+  REQUIRE(writer.ok());
+  const std::byte payload[4] = {};
+  REQUIRE((*writer)->Add({"k", 1, payload, {}}).ok());
+  REQUIRE((*writer)->Finish({}).ok());
+  CHECK(fs::is_regular_file(dir / "inferred.h5"));
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace packrec

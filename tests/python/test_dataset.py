@@ -121,6 +121,19 @@ def test_convert_options_and_errors(tmp_path, tree):
     assert not (tmp_path / "x").exists()
 
 
+def test_convert_takes_the_format_from_the_output_name(tmp_path, tree):
+    packrec.convert(tree, tmp_path / "data.h5", threads=1)
+    assert (tmp_path / "data.h5").is_file()
+    assert packrec.open(tmp_path / "data.h5").info()["format"] == "hdf5"
+    packrec.convert(tree, tmp_path / "data.lmdb", threads=1)
+    assert packrec.open(tmp_path / "data.lmdb").info()["format"] == "lmdb"
+    with pytest.raises(errors.InvalidArgumentError, match="named like a hdf5 dataset"):
+        packrec.convert(tree, tmp_path / "x.h5", format="lmdb")
+    with pytest.raises(errors.InvalidArgumentError, match="one file of a wds export"):
+        packrec.convert(tree, tmp_path / "x.tar")
+    assert not (tmp_path / "x.h5").exists() and not (tmp_path / "x.tar").exists()
+
+
 def test_a_progress_callback_that_raises_stops_convert_and_leaves_nothing(tmp_path, tree):
     class Stop(Exception):
         pass

@@ -72,7 +72,9 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(0.01, 3600.0));
   command
       ->add_option("--probe-size", o.probe_file_bytes,
-                   "Bytes of the probe's scratch file (default 1 GiB; quick 128 MiB)")
+                   "Size of the probe's scratch file (e.g. 64MiB, 1G; default 1 GiB; quick 128 "
+                   "MiB)")
+      ->transform(CLI::AsSizeValue(false))  // units as --shard-size takes them
       ->check(CLI::Range(std::uint64_t{1} << 20, std::uint64_t{1} << 40));
   command->add_option("--device", o.cuda_device, "CUDA device (default 0)")
       ->check(CLI::Range(0, 1024));

@@ -90,10 +90,9 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
                    "pattern ('train-{000000..000127}.tar'), MDS or LMDB directory, dataset")
       ->required();
   command->add_option("OUT", args->output, "Dataset directory to create")->required();
-  args->options.writer.format = ListFormats().front().name;  // the registry's first: shard
+  // Empty unless given: the output's name then says it (data.h5, data.lmdb), else shard.
   command->add_option("--format", args->options.writer.format, FormatHelp())
-      ->check(CLI::IsMember(WritableFormats()))
-      ->capture_default_str();
+      ->check(CLI::IsMember(WritableFormats()));
   command
       ->add_option("--shard-size", args->options.writer.shard_size_bytes,
                    "Target shard size (e.g. 256MiB, 64M, 100000)")
@@ -255,7 +254,9 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
                     "Continue the conversion into OUT that was killed or stopped by a write "
                     "error, from its last resume point (same SRC and options; a finished one is "
                     "left as it is; nothing to continue: a plain conversion)");
-  command->add_flag("-q,--quiet", args->quiet, "No progress line");
+  command->add_flag("-q,--quiet", args->quiet,
+                    "No progress line and no summary (warnings, rejects and resumed records are "
+                    "still printed)");
   command->add_flag("--json", args->json, "Print the summary as JSON");
   command->callback([args, command, &exit_code] {
     ConvertOptions& options = args->options;
@@ -286,6 +287,13 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
       options.part_index = static_cast<std::uint32_t>(std::stoul(args->part.substr(0, slash)));
       options.part_count = static_cast<std::uint32_t>(std::stoul(args->part.substr(slash + 1)));
     }
+    // The format the output's name says, when --format is not given (data.h5: hdf5), named here
+    // for the rejects file's path below; Convert chooses the same, and words a refusal.
+    if (const Result<std::string> chosen =
+            ChooseOutputFormat(options.output, options.writer.format);
+        chosen.ok()) {
+      options.writer.format = *chosen;
+    }
     ProgressCallback progress;
     if (!args->quiet && !args->json && ::isatty(STDERR_FILENO)) progress = PrintProgress;
     Result<ConvertStats> stats = Convert(options, progress);
@@ -294,7 +302,7 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
       return;
     }
     const std::string written = options.part_count > 0 ? stats->part_path.string() : args->output;
-    if (stats->already_complete) {
+    if (stats->already_complete && !args->json) {
       if (options.part_count > 0) {
         std::printf("part %u/%u is already complete in %s (%llu records); nothing to do\n",
                     options.part_index, options.part_count, written.c_str(),
@@ -308,6 +316,8 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
     if (args->json) {
       nlohmann::json out;
       out["output"] = written;
+      out["format"] = options.writer.format;
+      out["already_complete"] = stats->already_complete;  // nothing was done: it was whole
       out["records"] = stats->records_written;
       out["resumed_records"] = stats->resumed_records;
       out["rejected"] = stats->rejects.size();
@@ -318,12 +328,16 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
       std::cout << out.dump(2) << "\n";
       return;
     }
+    // -q leaves out the summary; what a script may act on (resumed records, warnings, rejects)
+    // is still said.
     const double seconds = std::max(stats->elapsed_seconds, 1e-9);
-    std::printf("converted %llu images (%s) into %s in %.2f s: %.0f images/s, %.1f MB/s\n",
-                static_cast<unsigned long long>(stats->records_written),
-                HumanBytes(stats->output_bytes).c_str(), written.c_str(), seconds,
-                static_cast<double>(stats->records_written) / seconds,
-                static_cast<double>(stats->input_bytes) / 1e6 / seconds);
+    if (!args->quiet) {
+      std::printf("converted %llu images (%s) into %s in %.2f s: %.0f images/s, %.1f MB/s\n",
+                  static_cast<unsigned long long>(stats->records_written),
+                  HumanBytes(stats->output_bytes).c_str(), written.c_str(), seconds,
+                  static_cast<double>(stats->records_written) / seconds,
+                  static_cast<double>(stats->input_bytes) / 1e6 / seconds);
+    }
     if (stats->resumed_records > 0) {
       std::printf("resumed: %llu of these records were kept from the interrupted run\n",
                   static_cast<unsigned long long>(stats->resumed_records));
