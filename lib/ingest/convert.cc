@@ -75,6 +75,13 @@ Status ValidateOptions(const ConvertOptions& options) {
     return Status::InvalidArgument("--resize-short must be at most 65535, got " +
                                    std::to_string(options.resize_short));
   }
+  if (std::error_code error;
+      OutputInsideSource(options) && fs::equivalent(options.source, options.output, error)) {
+    return Status::InvalidArgument("OUT and SRC are the same directory (" +
+                                   options.output.string() +
+                                   "): a conversion writes a new dataset, never into its input; "
+                                   "name another OUT");
+  }
   if (OutputInsideSource(options)) {
     return Status::InvalidArgument(
         "OUT " + options.output.string() + " lies inside SRC " + options.source.string() +

@@ -11,6 +11,7 @@ packrec.torch.Dataset is a map-style torch Dataset for code that keeps its own D
 Errors are packrec.Error subclasses (packrec.errors) carrying the C++ message and the record index.
 """
 import json
+import numbers
 import os
 import re
 import sys
@@ -76,6 +77,14 @@ def _choice(name, value, allowed):
         raise errors.InvalidArgumentError(
             f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
     return value
+
+
+def _count(name, value, maximum=2**32 - 1):
+    """A whole number 0..maximum for keyword `name`: the C++ signature behind it takes unsigned
+    ints, and a negative or fractional value would end in pybind11's dump of that signature."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value <= maximum:
+        raise errors.InvalidArgumentError(f"{name} must be a whole number from 0 to {maximum}, got {value!r}")
+    return int(value)
 
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(i?B?)\s*$", re.IGNORECASE)
@@ -176,8 +185,9 @@ def convert(source, output, format=None, *, shard_size="256MiB", align=64, compr
             raise errors.InvalidArgumentError(
                 f"{name} must be a list of field names without commas, got {names!r}")
     return _convert(os.fspath(source), os.fspath(output), format, _size_bytes("shard_size", shard_size),
-                    int(align), compression, int(threads), shuffle_seed, on_error, list_format,
-                    os.fspath(root) if root is not None else "", int(resize_short), int(quality),
+                    _count("align", align), compression, _count("threads", threads), shuffle_seed,
+                    on_error, list_format, os.fspath(root) if root is not None else "",
+                    _count("resize_short", resize_short), _count("quality", quality, 100),
                     bool(overwrite), bool(resume), lmdb_values, _size_bytes("map_size", map_size), hdf5_layout,
                     size, part,
                     {"from": from_, "image_field": image_field or "", "label_field": label_field or "",
@@ -300,9 +310,10 @@ class Loader:
         if resize is None:
             resize = max(size, size * 256 // 224)
         self._impl = _Loader(
-            self.dataset, int(batch_size), int(threads), int(prefetch), shuffle, int(seed),
-            int(shuffle_window), last_batch, int(rank), int(world_size), transform, int(size),
-            int(resize), (float(scale[0]), float(scale[1])), (float(ratio[0]), float(ratio[1])),
+            self.dataset, _count("batch_size", batch_size), _count("threads", threads),
+            _count("prefetch", prefetch), shuffle, _count("seed", seed, 2**64 - 1),
+            _count("shuffle_window", shuffle_window), last_batch, _count("rank", rank),
+            _count("world_size", world_size), transform, _count("size", size), _count("resize", resize), (float(scale[0]), float(scale[1])), (float(ratio[0]), float(ratio[1])),
             bool(flip), on_bad_record, bool(pin_memory), cuda_device,
             (self.normalize[0], self.normalize[1], self.half) if (self.normalize and cuda_device is not None) else None,
             None if resume_from is None else _state_json(resume_from), list(self.fields))

@@ -284,5 +284,24 @@ TEST_CASE("cli: convert takes the format from OUT's name, refuses a name that sa
   CHECK(summary["records"] == 6);
 }
 
+TEST_CASE("cli: a misspelt command or flag gets a suggestion; convert X X says they are the same") {
+  test::TempDir dir;
+  const auto command = RunCli("convrt a b");
+  CHECK(command.exit_code == 2);
+  CHECK(Contains(command.output, "did you mean 'convert'?"));
+  CHECK(Contains(command.output, "merge"));  // every command is listed
+  const auto unknown = RunCli("frobnicate");
+  CHECK(unknown.exit_code == 2);
+  CHECK_FALSE(Contains(unknown.output, "did you mean"));  // nothing close: no guess
+  const auto flag = RunCli("convert --formt lmdb a b");
+  CHECK(flag.exit_code == 2);
+  CHECK(Contains(flag.output, "did you mean --format?"));
+  CHECK(Contains(RunCli("info --jsn x").output, "did you mean --json?"));
+  REQUIRE(RunCli("synth " + Quote(dir / "tree") + " --classes 1 --per-class 2").exit_code == 0);
+  const auto same = RunCli("convert " + Quote(dir / "tree") + " " + Quote(dir / "tree"));
+  CHECK(same.exit_code == 2);
+  CHECK_MESSAGE(Contains(same.output, "OUT and SRC are the same directory"), same.output);
+}
+
 }  // namespace
 }  // namespace packrec

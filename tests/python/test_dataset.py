@@ -118,6 +118,12 @@ def test_convert_options_and_errors(tmp_path, tree):
         packrec.convert(tree, tmp_path / "x", shard_size="lots")
     with pytest.raises(errors.NotFoundError):
         packrec.convert(tmp_path / "no-such-tree", tmp_path / "x")
+    # Keywords the C++ side takes as unsigned: named, never pybind11's signature dump.
+    for keyword, value in (("threads", -1), ("align", 1.5), ("quality", 101), ("resize_short", True)):
+        with pytest.raises(errors.InvalidArgumentError, match=f": {keyword} must be a whole number"):
+            packrec.convert(tree, tmp_path / "x", **{keyword: value})
+    with pytest.raises(errors.InvalidArgumentError, match=": threads must be a whole number"):
+        packrec.Loader(out, threads=-1)
     assert not (tmp_path / "x").exists()
 
 

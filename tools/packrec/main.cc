@@ -2,20 +2,75 @@
 // library entry point (one file per subcommand).
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <new>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <system_error>
+#include <vector>
 
 #include "cli_common.h"
 #include "packrec/packrec.h"
 
 namespace {
 
-bool IsCommand(const CLI::App& app, const std::string& name) {
+std::vector<std::string> CommandNames(const CLI::App& app) {
+  std::vector<std::string> names;
   for (const CLI::App* command : app.get_subcommands([](const CLI::App*) { return true; })) {
-    if (command->get_name() == name) return true;
+    names.push_back(command->get_name());
   }
-  return false;
+  return names;
+}
+
+// Levenshtein distance, for "did you mean": CLI11 2.3 (Debian 12) suggests nothing for a
+// misspelt command or flag, and the names are few and short.
+std::size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// The one of `names` closest to `typed`, when it is close enough to be what was meant.
+std::optional<std::string> Closest(std::string_view typed, const std::vector<std::string>& names) {
+  std::optional<std::string> best;
+  std::size_t best_distance = std::max<std::size_t>(2, typed.size() / 4) + 1;
+  for (const std::string& name : names) {
+    const std::size_t distance = EditDistance(typed, name);
+    if (distance < best_distance) {
+      best_distance = distance;
+      best = name;
+    }
+  }
+  return best;
+}
+
+// After CLI11's "not expected" message: a close flag of the command for each unknown --flag.
+void SuggestFlags(const CLI::App& app, const std::vector<std::string>& extras) {
+  std::vector<std::string> flags;
+  for (const CLI::App* command : app.get_subcommands()) {
+    for (const CLI::Option* option : command->get_options()) {
+      for (const std::string& name : option->get_lnames()) flags.push_back("--" + name);
+    }
+  }
+  for (const std::string& extra : extras) {
+    if (!extra.starts_with("--")) continue;
+    const std::string typed = extra.substr(0, extra.find('='));
+    if (const std::optional<std::string> meant = Closest(typed, flags)) {
+      std::fprintf(stderr, "packrec: unknown flag %s; did you mean %s?\n", typed.c_str(),
+                   meant->c_str());
+    }
+  }
 }
 
 }  // namespace
@@ -45,17 +100,28 @@ int main(int argc, char** argv) {
   AddExtractCommand(app, exit_code);
   AddMergeCommand(app, exit_code);
   AddBenchCommand(app, exit_code);
-  if (argc > 1 && argv[1][0] != '-' && !IsCommand(app, argv[1])) {
-    std::fprintf(stderr,
-                 "packrec: unknown command '%s' (commands: synth, convert, info, verify, "
-                 "extract, bench; see packrec --help)\n",
-                 argv[1]);
+  const std::vector<std::string> commands = CommandNames(app);
+  if (argc > 1 && argv[1][0] != '-' && std::ranges::find(commands, argv[1]) == commands.end()) {
+    std::string listed;
+    for (const std::string& name : commands) listed += (listed.empty() ? "" : ", ") + name;
+    const std::optional<std::string> meant = Closest(argv[1], commands);
+    std::fprintf(stderr, "packrec: unknown command '%s'%s (commands: %s; see packrec --help)\n",
+                 argv[1], meant ? (": did you mean '" + *meant + "'?").c_str() : "",
+                 listed.c_str());
     return kExitUsage;
   }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
     const int code = app.exit(error);
+    if (dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr) {
+      std::vector<std::string> extras = app.remaining();
+      for (const CLI::App* command : app.get_subcommands()) {
+        const std::vector<std::string> left = command->remaining();
+        extras.insert(extras.end(), left.begin(), left.end());
+      }
+      SuggestFlags(app, extras);
+    }
     return code == 0 ? kExitOk : kExitUsage;
   } catch (const std::bad_alloc&) {
     // The library returns errors as values; these two are what the system can still throw at
