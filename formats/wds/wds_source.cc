@@ -70,7 +70,17 @@ class JsonPicker final : public nlohmann::json_sax<nlohmann::json> {
  public:
   // The names it keeps the values of (three at most: a label, a key and a class name).
   explicit JsonPicker(std::array<std::string_view, 3> wanted) : wanted_(wanted) {}
-  bool is_object() const { return is_object_; }
+  // What it read, as ReadJsonMembers gives it: whether each name is there, its value when a
+  // string.
+  JsonMembers Members() const {
+    JsonMembers members;
+    members.is_object = is_object_;
+    for (std::size_t i = 0; i < found_.size(); ++i) {
+      members.present[i] = found_[i].has_value();
+      if (found_[i] && found_[i]->is_string()) members.strings[i] = found_[i]->get<std::string>();
+    }
+    return members;
+  }
   // The member `name`, or nullptr when the object has none.
   const nlohmann::json* Find(std::string_view name) const {
     const auto at = std::ranges::find(wanted_, name) - wanted_.begin();
@@ -157,6 +167,8 @@ class WdsSource final : public FileListSource {
     if (!options_.read_ahead) read_ahead_.Disable();
     if (!options_.image_field.empty()) image_extensions_ = {AsciiLower(options_.image_field)};
     if (!options_.label_field.empty()) label_extensions_ = {AsciiLower(options_.label_field)};
+    if (!options_.label_field.empty()) json_names_[0] = AsciiLower(options_.label_field);
+    if (!options_.key_field.empty()) json_names_[1] = options_.key_field;
   }
   ~WdsSource() override { CloseArchive(); }
 
@@ -518,51 +530,36 @@ class WdsSource final : public FileListSource {
   // key and the class name, which packrec's own exports keep there. Thread-safe: FinishRecord
   // runs it on the workers.
   Status ApplyJson(std::span<const std::byte> bytes, bool labelled, SourceRecord& record) const {
-    const std::string label_field = AsciiLower(options_.label_field);
-    const std::string json_label = label_field.empty() ? "label" : label_field;
-    const std::string key_field = options_.key_field.empty() ? "key" : options_.key_field;
-    const std::array<std::string_view, 3> names = {json_label, key_field, "class"};
+    const std::array<std::string_view, 3> names = {json_names_[0], json_names_[1], json_names_[2]};
     const std::string_view text = AsText(bytes);
     // simdjson's reading, unless it refuses the document or the label is to be read from it
     // (nlohmann tells a "-0" from a 0, as the label's rule needs): nlohmann's rules hold.
-    if (const std::optional<JsonMembers> fast = ReadJsonMembers(text, names);
-        fast && (labelled || !fast->present[0])) {
-      if (!fast->is_object) {
-        return options_.wds_json_is_metadata
-                   ? Status::InvalidInput("its json member is not a JSON object")
-                   : Status::OK();
+    std::optional<JsonMembers> members = ReadJsonMembers(text, names);
+    JsonPicker picker(names);
+    if (!members || (!labelled && members->present[0])) {
+      if (!nlohmann::json::sax_parse(text.begin(), text.end(), &picker)) {
+        return Status::InvalidInput("its json member is not valid JSON");
       }
-      if (fast->strings[1]) record.key = *fast->strings[1];
-      if (fast->strings[2]) {
-        std::lock_guard lock(class_names_mutex_);
-        class_names_.Note(record.label, *fast->strings[2]);
-      }
-      return Status::OK();
-    }
-    JsonPicker json(names);
-    if (!nlohmann::json::sax_parse(text.begin(), text.end(), &json)) {
-      return Status::InvalidInput("its json member is not valid JSON");
+      members = picker.Members();
     }
     // Only an object can hold a label, key or class name; any JSON is kept as a field.
-    if (!json.is_object()) {
+    if (!members->is_object) {
       return options_.wds_json_is_metadata
                  ? Status::InvalidInput("its json member is not a JSON object")
                  : Status::OK();
     }
-    const nlohmann::json* label = json.Find(json_label);
-    if (!labelled && label != nullptr) {
+    // Found only where nlohmann read the document, which it did when the label is wanted.
+    if (const nlohmann::json* label = picker.Find(names[0]); !labelled && label != nullptr) {
       if (!label->is_number_unsigned() || label->get<std::uint64_t>() > UINT32_MAX) {
-        return Status::InvalidInput("json[\"" + json_label +
+        return Status::InvalidInput("json[\"" + json_names_[0] +
                                     "\"] is not a non-negative integer label");
       }
       record.label = label->get<std::uint32_t>();
     }
-    if (const nlohmann::json* key = json.Find(key_field); key != nullptr && key->is_string()) {
-      record.key = key->get<std::string>();
-    }
-    if (const nlohmann::json* name = json.Find("class"); name != nullptr && name->is_string()) {
+    if (members->strings[1]) record.key = std::move(*members->strings[1]);
+    if (members->strings[2]) {
       std::lock_guard lock(class_names_mutex_);
-      class_names_.Note(record.label, name->get<std::string>());
+      class_names_.Note(record.label, *members->strings[2]);
     }
     return Status::OK();
   }
@@ -704,6 +701,8 @@ class WdsSource final : public FileListSource {
   // present, the label the first of label_extensions_.
   std::vector<std::string> image_extensions_ = {"jpg", "jpeg", "png", "webp"};
   std::vector<std::string> label_extensions_ = {"cls", "cls.txt"};
+  // What a sample's json member is read for: its label, key and class name (ApplyJson).
+  std::array<std::string, 3> json_names_ = {"label", "key", "class"};
 };
 
 }  // namespace

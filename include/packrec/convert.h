@@ -61,6 +61,8 @@ struct ConvertProgress {
 };
 
 struct ConvertStats {
+  // The format written: the one asked for, or the one OUT's name says (ChooseOutputFormat).
+  std::string format;
   std::uint64_t records_written = 0;
   std::uint64_t input_bytes = 0;
   std::uint64_t output_bytes = 0;

@@ -65,7 +65,7 @@ Result<std::string> ChooseOutputFormat(const fs::path& output, std::string_view 
   if (requested.empty() && by_file == nullptr) {
     return (by_suffix != nullptr ? by_suffix : FormatDescriptors().front())->info.name;
   }
-  const std::string chosen = requested.empty() ? std::string() : std::string(requested);
+  const std::string chosen(requested);
   if (!chosen.empty()) PACKREC_RETURN_IF_ERROR(FindFormat(chosen).status());
   if (by_suffix != nullptr && by_suffix->info.name != chosen) {
     return Status::InvalidArgument("the output " + output.string() + " is named like a " +
@@ -154,10 +154,9 @@ Result<std::unique_ptr<DatasetWriter>> CreateDatasetWriter(const fs::path& path,
   const FormatDescriptor* format = FindFormatDescriptor(chosen);
   if (format == nullptr) return FindFormat(chosen).status();
   PACKREC_RETURN_IF_ERROR(CheckFieldsStored(*format, options));
-  if (chosen == options.format) return format->create(path, options);
-  WriterOptions inferred = options;
-  inferred.format = chosen;
-  return format->create(path, inferred);
+  WriterOptions named = options;
+  named.format = chosen;
+  return format->create(path, named);
 }
 
 Result<ResumedWriter> ResumeDatasetWriter(const fs::path& path, const WriterOptions& options) {

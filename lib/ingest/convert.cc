@@ -75,14 +75,13 @@ Status ValidateOptions(const ConvertOptions& options) {
     return Status::InvalidArgument("--resize-short must be at most 65535, got " +
                                    std::to_string(options.resize_short));
   }
-  if (std::error_code error;
-      OutputInsideSource(options) && fs::equivalent(options.source, options.output, error)) {
-    return Status::InvalidArgument("OUT and SRC are the same directory (" +
-                                   options.output.string() +
-                                   "): a conversion writes a new dataset, never into its input; "
-                                   "name another OUT");
-  }
   if (OutputInsideSource(options)) {
+    if (std::error_code error; fs::equivalent(options.source, options.output, error)) {
+      return Status::InvalidArgument("OUT and SRC are the same directory (" +
+                                     options.output.string() +
+                                     "): a conversion writes a new dataset, never into its "
+                                     "input; name another OUT");
+    }
     return Status::InvalidArgument(
         "OUT " + options.output.string() + " lies inside SRC " + options.source.string() +
         ": the next conversion would list it as input; choose an output path outside SRC");
@@ -263,10 +262,12 @@ Result<ConvertStats> Convert(const ConvertOptions& requested, const ProgressCall
   if (format == SourceFormat::kAuto) {
     PACKREC_ASSIGN_OR_RETURN(format, DetectSourceFormat(options.source.string()));
   }
-  if (format == SourceFormat::kImageFolder || format == SourceFormat::kListFile) {
-    return conversion::ConvertListing(options, progress, start);
-  }
-  return conversion::ConvertStream(options, format, progress, start);
+  Result<ConvertStats> stats =
+      format == SourceFormat::kImageFolder || format == SourceFormat::kListFile
+          ? conversion::ConvertListing(options, progress, start)
+          : conversion::ConvertStream(options, format, progress, start);
+  if (stats.ok()) stats->format = options.writer.format;
+  return stats;
 }
 
 }  // namespace packrec

@@ -287,13 +287,6 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
       options.part_index = static_cast<std::uint32_t>(std::stoul(args->part.substr(0, slash)));
       options.part_count = static_cast<std::uint32_t>(std::stoul(args->part.substr(slash + 1)));
     }
-    // The format the output's name says, when --format is not given (data.h5: hdf5), named here
-    // for the rejects file's path below; Convert chooses the same, and words a refusal.
-    if (const Result<std::string> chosen =
-            ChooseOutputFormat(options.output, options.writer.format);
-        chosen.ok()) {
-      options.writer.format = *chosen;
-    }
     ProgressCallback progress;
     if (!args->quiet && !args->json && ::isatty(STDERR_FILENO)) progress = PrintProgress;
     Result<ConvertStats> stats = Convert(options, progress);
@@ -316,7 +309,7 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
     if (args->json) {
       nlohmann::json out;
       out["output"] = written;
-      out["format"] = options.writer.format;
+      out["format"] = stats->format;
       out["already_complete"] = stats->already_complete;  // nothing was done: it was whole
       out["records"] = stats->records_written;
       out["resumed_records"] = stats->resumed_records;
@@ -347,7 +340,7 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
                   name.c_str());
     }
     if (!stats->rejects.empty()) {
-      const std::string listed = RejectsFilePath(written, options.writer.format).string();
+      const std::string listed = RejectsFilePath(written, stats->format).string();
       std::printf("rejected %zu inputs (listed in %s); the first: %s: %s\n", stats->rejects.size(),
                   listed.c_str(), stats->rejects.front().path.c_str(),
                   stats->rejects.front().reason.c_str());
