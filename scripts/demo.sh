@@ -81,3 +81,5 @@ step "packrec bench --quick: is the data delivered fast enough? (loose files vs 
 $packrec bench "$work/tree" "$work/dataset.shard" "$work/dataset.lmdb" "$work/dataset.hdf5" \
   --quick --scratch "$work" --json "$work/bench.json"
 echo "all checks passed; outputs in $work (bench figures: $work/bench.json)"
+echo "packrec and its Python module are in build-release/; to use them from your shell (README, Use):"
+echo "  . scripts/env.sh"

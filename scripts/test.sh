@@ -40,3 +40,7 @@ cmake --build "$build" -j "$(nproc)"
 select=(-LE stress)
 for arg in "$@"; do [[ $arg == -L* ]] && select=(); done
 ctest --test-dir "$build" -j "$(nproc)" --output-on-failure "${select[@]}" "$@"
+if [[ $build == build ]]; then
+  echo "to use the packrec CLI and Python module just built from your shell (README, Use):"
+  echo "  . scripts/env.sh"
+fi

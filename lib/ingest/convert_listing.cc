@@ -12,12 +12,62 @@
 #include "ingest/coco.h"
 #include "ingest/convert_internal.h"
 #include "ingest/field_routing.h"
+#include "ingest/image_folder.h"
 #include "ingest/listing_hash.h"
 
 namespace packrec::conversion {
 namespace {
 
 namespace fs = std::filesystem;
+
+// A list whose first paths are all missing names the wrong root, not bad inputs: skipping them
+// (what an error per input would suggest) would reject every one.
+Status CheckListRoot(const ConvertOptions& options, const fs::path& root,
+                     const SourceListing& listing) {
+  const std::size_t checked = std::min<std::size_t>(listing.items.size(), 16);
+  for (std::size_t i = 0; i < checked; ++i) {
+    std::error_code error;
+    if (fs::exists(listing.items[i].path, error) || error) return Status::OK();
+  }
+  if (checked == 0) return Status::OK();
+  const std::string first = listing.items.front().key;
+  const std::string where = options.list_root.empty()
+                                ? root.string() + " (the list file's folder: --root's default)"
+                                : "--root " + root.string();
+  return Status::InvalidArgument(options.source.string() + ": none of its first " +
+                                 std::to_string(checked) + " paths exists under " + where +
+                                 "; the first is " + first +
+                                 ". Pass --root with the folder the list's paths start from");
+}
+
+// Why a listing holds nothing to convert, in words that point at the fix.
+Status NothingToConvert(const ConvertOptions& options, const SourceListing& listing) {
+  const std::string source = options.source.string();
+  if (!listing.rejects.empty()) {
+    return Status::InvalidInput("no image of " + source + " can be converted: all " +
+                                std::to_string(listing.rejects.size()) +
+                                " were refused; the first, " + listing.rejects.front().path + ": " +
+                                listing.rejects.front().reason);
+  }
+  if (listing.kind != "image-folder") return Status::NotFound("no images found in " + source);
+  if (listing.classes.empty()) {
+    const std::size_t loose = CountLooseImages(options.source);
+    if (loose == 0) {
+      return Status::NotFound("no images found in " + source +
+                              ": it has no class folders (an image folder is " + source +
+                              "/<class>/<image>, as torchvision's ImageFolder reads)");
+    }
+    return Status::NotFound(
+        "no images found in class folders of " + source + ": it holds " + std::to_string(loose) +
+        " images directly and no sub-folders. An image folder is " + source +
+        "/<class>/<image> (torchvision's ImageFolder): move them into one folder per class (one "
+        "folder, e.g. " +
+        source + "/all/, for unlabelled images), or name them in a list file with --root");
+  }
+  return Status::NotFound(
+      "no images found in " + source + ": its " + std::to_string(listing.classes.size()) +
+      " class folders hold no file named as an image (" + ImageExtensionList() + ")");
+}
 
 Result<SourceListing> ListSource(const ConvertOptions& options) {
   std::error_code error;
@@ -49,9 +99,12 @@ Result<SourceListing> ListSource(const ConvertOptions& options) {
     return Status::InvalidArgument("--from folder reads a directory; " + options.source.string() +
                                    " is a file (--from list for a list file)");
   }
-  const fs::path root =
-      options.list_root.empty() ? options.source.parent_path() : options.list_root;
-  return ReadListFile(options.source, root.empty() ? fs::path(".") : root, options.list_kind);
+  fs::path root = options.list_root.empty() ? options.source.parent_path() : options.list_root;
+  if (root.empty()) root = ".";
+  PACKREC_ASSIGN_OR_RETURN(SourceListing listing,
+                           ReadListFile(options.source, root, options.list_kind));
+  PACKREC_RETURN_IF_ERROR(CheckListRoot(options, root, listing));
+  return listing;
 }
 
 // Listing items read and prepared on `threads` workers (core/ordered_pipeline.h), taken by the
@@ -193,9 +246,7 @@ Result<ConvertStats> ConvertListing(const ConvertOptions& options, const Progres
                                     Clock::time_point start) {
   PACKREC_ASSIGN_OR_RETURN(SourceListing listing, ListSource(options));
   PACKREC_RETURN_IF_ERROR(SelectListingFields(listing, options.source_options));
-  if (listing.items.empty()) {
-    return Status::NotFound("no images found in " + options.source.string());
-  }
+  if (listing.items.empty()) return NothingToConvert(options, listing);
   DatasetMetadata metadata;
   metadata.listing_hash = ListingHash(listing);
   metadata.classes = listing.classes;

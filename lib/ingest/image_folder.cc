@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "core/keys.h"
+#include "ingest/image_folder.h"
 #include "ingest/metadata_table.h"
 #include "packrec/ingest.h"
 #include "storage/field_block.h"
@@ -166,6 +167,25 @@ void AssignFields(SourceListing& listing, const std::vector<PendingSideFile>& si
 }
 
 }  // namespace
+
+std::string ImageExtensionList() {
+  std::string list;
+  for (const std::string_view extension : kImageExtensions) {
+    list += (list.empty() ? "" : " ") + std::string(extension);
+  }
+  return list;
+}
+
+std::size_t CountLooseImages(const fs::path& root) {
+  std::size_t count = 0;
+  std::error_code error;
+  for (fs::directory_iterator it(root, error), end; !error && it != end; it.increment(error)) {
+    std::error_code type_error;
+    if (it->is_regular_file(type_error) && HasImageExtension(it->path().filename().string()))
+      ++count;
+  }
+  return count;
+}
 
 Result<SourceListing> ListImageFolder(const fs::path& root) {
   std::error_code error;

@@ -208,6 +208,53 @@ TEST_CASE("list-file input and transcoding at convert time") {
   CHECK(VerifyDataset(**reader, {true}, reporter).problems == 0);
 }
 
+TEST_CASE("inputs that hold nothing to convert say why and what to do instead") {
+  test::TempDir dir;
+  SynthTree(dir / "images", 2, 3, 6, 64);
+  test::WriteText(dir / "train.txt",
+                  "n01440764/n01440764_0.JPEG 0\nn01441881/n01441881_1.JPEG 1\n");
+  // A list without --root: its paths are looked for beside the list, where none is. The message
+  // names the root that was used and the flag, not --on-error skip (which would reject them all).
+  const auto no_root = Convert(Options(dir / "train.txt", dir / "out"));
+  CHECK(no_root.status().code() == StatusCode::kInvalidArgument);
+  const std::string message = no_root.status().message();
+  CHECK(message.find("none of its first 2 paths exists under") != std::string::npos);
+  CHECK(message.find("--root") != std::string::npos);
+  CHECK(message.find("n01440764/n01440764_0.JPEG") != std::string::npos);
+  CHECK(no_root.status().remedy() == Remedy::kNone);
+  CHECK_FALSE(fs::exists(dir / "out"));
+
+  // A flat folder: the images are there, the class folders are not.
+  fs::create_directories(dir / "flat");
+  for (const auto& entry : fs::recursive_directory_iterator(dir / "images")) {
+    if (entry.is_regular_file())
+      fs::copy_file(entry.path(), dir / "flat" / entry.path().filename());
+  }
+  const auto flat = Convert(Options(dir / "flat", dir / "out"));
+  CHECK(flat.status().code() == StatusCode::kNotFound);
+  CHECK(flat.status().message().find("holds 6 images directly and no sub-folders") !=
+        std::string::npos);
+  CHECK(flat.status().message().find("/<class>/<image>") != std::string::npos);
+
+  // Class folders with no file named as an image list the names that count.
+  fs::create_directories(dir / "texts" / "a");
+  test::WriteText(dir / "texts" / "a" / "notes.txt", "no image");
+  const auto texts = Convert(Options(dir / "texts", dir / "out"));
+  CHECK(texts.status().message().find(".jpg .jpeg .png") != std::string::npos);
+
+  // COCO annotations that refuse every image: the first refusal, not "no images found".
+  test::WriteText(dir / "bad.json",
+                  R"({"images": [{"id": 1, "file_name": "n01440764/n01440764_0.JPEG"}],
+                      "annotations": [{"id": 9, "image_id": 1, "category_id": 1}]})");
+  auto coco = Options(dir / "images", dir / "out");
+  coco.annotations = dir / "bad.json";
+  const auto refused = Convert(coco);
+  CHECK(refused.status().code() == StatusCode::kInvalidInput);
+  CHECK(refused.status().message().find("no image of") != std::string::npos);
+  CHECK(refused.status().message().find("n01440764_0.JPEG") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "out"));
+}
+
 TEST_CASE("extract creates nothing outside OUT through a planted link, deep keys included") {
   test::TempDir dir;
   fs::create_directories(dir / "elsewhere");
