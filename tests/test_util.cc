@@ -123,8 +123,9 @@ std::string Quote(const fs::path& path) {
   return quoted + "'";
 }
 
-CommandResult RunCli(const std::string& args) {
-  const std::string command = std::string(PACKREC_CLI_PATH) + " " + args + " 2>&1";
+namespace {
+
+CommandResult RunShell(const std::string& command) {
   CommandResult result;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) throw std::runtime_error("popen failed");
@@ -134,6 +135,16 @@ CommandResult RunCli(const std::string& args) {
   const int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
+}
+
+}  // namespace
+
+CommandResult RunCli(const std::string& args) {
+  return RunShell(std::string(PACKREC_CLI_PATH) + " " + args + " 2>&1");
+}
+
+CommandResult RunCliStdout(const std::string& args) {
+  return RunShell(std::string(PACKREC_CLI_PATH) + " " + args + " 2>/dev/null");
 }
 
 pid_t SpawnCli(const std::vector<std::string>& args, const fs::path& output) {

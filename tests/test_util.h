@@ -46,6 +46,8 @@ struct CommandResult {
 };
 // Runs the packrec CLI with `args` (already shell-quoted where needed).
 CommandResult RunCli(const std::string& args);
+// As RunCli, with stdout alone in `output` (stderr discarded): what a script parsing it sees.
+CommandResult RunCliStdout(const std::string& args);
 std::string Quote(const std::filesystem::path& path);
 // Starts the packrec CLI with `args` (one argument each, no quoting) without waiting for it; its
 // stdout and stderr go to `output` (/dev/null when empty). Reap it with WaitForCli.

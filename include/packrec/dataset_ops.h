@@ -21,12 +21,29 @@ struct VerifyOptions {
 VerifyStats VerifyDataset(const Reader& reader, const VerifyOptions& options,
                           VerifyReporter& reporter);
 
+struct ExtractOptions {
+  bool overwrite = false;  // replace files that exist (else AlreadyExists)
+  // Leave out each record that cannot be read (a checksum, a truncated or damaged shard: open the
+  // reader with OpenOptions::allow_damaged_shards to reach the records of the good ones) or whose
+  // key cannot be a file name, list it in ExtractStats::skipped, and extract every other record.
+  // Without it the first such record is the error, found before any file is written.
+  bool skip_bad_records = false;
+};
+
+// A record extract left out (skip_bad_records) and why.
+struct ExtractSkipped {
+  std::uint64_t record_index = 0;
+  std::string key;  // empty when the record could not be read at all
+  Status status;
+};
+
 struct ExtractStats {
   std::uint64_t files_written = 0;
   std::uint64_t bytes_written = 0;
   // Keys that differ only in ASCII case: separate files here, but one file (and an AlreadyExists
   // error, never an overwrite) on a case-insensitive file system.
   std::vector<std::string> case_collisions;
+  std::vector<ExtractSkipped> skipped;  // in record order
 };
 
 // Writes every record to `out_dir / key`, byte for byte as stored (raw RGB records, from the HDF5
@@ -34,9 +51,14 @@ struct ExtractStats {
 // (InvalidArgument, naming the record) keys that are absolute, empty, contain "..", or resolve
 // outside out_dir through a symlink, keys with control characters (newline, tab, ...), and two
 // records that would be written to the same file (a collision). Existing files are an AlreadyExists
-// error unless `overwrite`.
+// error unless `overwrite`. A failure before any file is written leaves no out_dir it created.
 Result<ExtractStats> ExtractDataset(const Reader& reader, const std::filesystem::path& out_dir,
-                                    bool overwrite = false);
+                                    const ExtractOptions& options);
+inline Result<ExtractStats> ExtractDataset(const Reader& reader,
+                                           const std::filesystem::path& out_dir,
+                                           bool overwrite = false) {
+  return ExtractDataset(reader, out_dir, ExtractOptions{overwrite, false});
+}
 
 }  // namespace packrec
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <system_error>
 #include <unordered_map>
@@ -91,39 +92,71 @@ std::string Where(const RecordView& view) {
   return "record " + std::to_string(view.index) + " (key '" + PrintableKey(view.key) + "')";
 }
 
+// Every record in order, through `visit`. Without skip_bad_records the first error (a read's or
+// visit's) is returned; with it, each record that cannot be read, or that `visit` refuses when
+// `refusals_are_records` (a key that cannot be a file name, not a full disk), is noted in
+// stats.skipped (and `bad`, so a later pass leaves it out too) and the rest go on: records are
+// then read one by one, so that a bad one does not end the walk as it ends ForEach's stream.
+Status VisitRecords(const Reader& reader, const ExtractOptions& options,
+                    std::set<std::uint64_t>& bad, ExtractStats& stats, bool refusals_are_records,
+                    const Reader::Visitor& visit) {
+  if (!options.skip_bad_records) return reader.ForEach(visit);
+  ReadScratch scratch;
+  for (std::uint64_t index = 0; index < reader.size(); ++index) {
+    if (bad.count(index)) continue;
+    Result<RecordView> view = reader.Read(index, scratch);
+    Status status = view.status();
+    if (view.ok()) {
+      status = visit(*view);
+      if (!refusals_are_records) PACKREC_RETURN_IF_ERROR(status);
+    }
+    if (status.ok()) continue;
+    bad.insert(index);
+    stats.skipped.push_back({index, view.ok() ? std::string(view->key) : std::string(), status});
+  }
+  std::sort(stats.skipped.begin(), stats.skipped.end(),
+            [](const ExtractSkipped& a, const ExtractSkipped& b) {
+              return a.record_index < b.record_index;
+            });
+  return Status::OK();
+}
+
 // Checks every key and every file name extract would write, before the first file is written,
 // so a bad key leaves no partial tree; notes names that differ only in case.
-Status CheckExtractTargets(const Reader& reader, ExtractStats& stats) {
+Status CheckExtractTargets(const Reader& reader, const ExtractOptions& options,
+                           std::set<std::uint64_t>& bad, ExtractStats& stats) {
   std::unordered_map<std::string, std::uint64_t> targets;  // file name -> first record
   std::unordered_map<std::string, std::uint64_t> folded;   // ASCII-lowercased name -> record
-  PACKREC_RETURN_IF_ERROR(reader.ForEach([&](const RecordView& view) -> Status {
-    // The rule convert applies (core/keys.h), checked again: older datasets, and the writer API,
-    // may hold keys it refuses.
-    const std::string problem = KeyProblem(view.key);
-    if (problem.starts_with("holds a control character")) {
-      return Status::InvalidArgument(Where(view) + ": key " + problem +
-                                     "; refusing to make such a file name");
-    }
-    if (!problem.empty()) {
-      return Status::InvalidArgument(Where(view) + ": key would escape the output directory (it " +
-                                     problem + "); refusing");
-    }
-    for (const std::string& name : ExtractedNames(view, reader.info().fields)) {
-      const auto [first, fresh] = targets.emplace(name, view.index);
-      if (!fresh) {
-        return Status::InvalidArgument(Where(view) + ": record " + std::to_string(first->second) +
-                                       " is extracted to the same file " + name +
-                                       " (a key collision); refusing");
-      }
-      const auto [other, unique] = folded.emplace(AsciiLower(name), view.index);
-      if (!unique) {
-        stats.case_collisions.push_back("records " + std::to_string(other->second) + " and " +
-                                        std::to_string(view.index) + " (" + name +
-                                        ") differ only in case");
-      }
-    }
-    return Status::OK();
-  }));
+  PACKREC_RETURN_IF_ERROR(
+      VisitRecords(reader, options, bad, stats, true, [&](const RecordView& view) -> Status {
+        // The rule convert applies (core/keys.h), checked again: older datasets, and the writer
+        // API, may hold keys it refuses.
+        const std::string problem = KeyProblem(view.key);
+        if (problem.starts_with("holds a control character")) {
+          return Status::InvalidArgument(Where(view) + ": key " + problem +
+                                         "; refusing to make such a file name");
+        }
+        if (!problem.empty()) {
+          return Status::InvalidArgument(Where(view) +
+                                         ": key would escape the output directory (it " + problem +
+                                         "); refusing");
+        }
+        for (const std::string& name : ExtractedNames(view, reader.info().fields)) {
+          const auto [first, fresh] = targets.emplace(name, view.index);
+          if (!fresh) {
+            return Status::InvalidArgument(
+                Where(view) + ": record " + std::to_string(first->second) +
+                " is extracted to the same file " + name + " (a key collision); refusing");
+          }
+          const auto [other, unique] = folded.emplace(AsciiLower(name), view.index);
+          if (!unique) {
+            stats.case_collisions.push_back("records " + std::to_string(other->second) + " and " +
+                                            std::to_string(view.index) + " (" + name +
+                                            ") differ only in case");
+          }
+        }
+        return Status::OK();
+      }));
   const bool has_table = std::any_of(reader.info().fields.begin(), reader.info().fields.end(),
                                      [](const FieldSpec& spec) { return IsTableField(spec); });
   if (has_table && targets.count(kMetadataTable)) {
@@ -171,18 +204,30 @@ Status WriteRecordFiles(const RecordView& view, const std::vector<FieldSpec>& fi
 
 }  // namespace
 
-Result<ExtractStats> ExtractDataset(const Reader& reader, const fs::path& out_dir, bool overwrite) {
+Result<ExtractStats> ExtractDataset(const Reader& reader, const fs::path& out_dir,
+                                    const ExtractOptions& options) {
+  std::error_code error;
+  const bool existed = fs::exists(out_dir, error) || error;
   // Directories opened by descriptor without following links, files renamed into place: nothing
   // is created or written outside out_dir, whatever links are in it or appear while we write.
   PACKREC_ASSIGN_OR_RETURN(TreeWriter tree, TreeWriter::Open(out_dir));
   ExtractStats stats;
-  PACKREC_RETURN_IF_ERROR(CheckExtractTargets(reader, stats));
+  std::set<std::uint64_t> bad;  // records left out (skip_bad_records)
+  const Status checked = CheckExtractTargets(reader, options, bad, stats);
+  if (!checked.ok()) {
+    if (!existed) fs::remove(out_dir, error);  // still empty: nothing was written yet
+    const bool damaged =
+        checked.code() == StatusCode::kCorruption || checked.code() == StatusCode::kTruncated;
+    return damaged ? checked.WithRemedy(Remedy::kSkipBadInput) : checked;
+  }
   std::string metadata;  // metadata.jsonl, one row per record with table fields
-  PACKREC_RETURN_IF_ERROR(reader.ForEach([&](const RecordView& view) {
-    return WriteRecordFiles(view, reader.info().fields, tree, overwrite, stats, metadata);
-  }));
+  PACKREC_RETURN_IF_ERROR(
+      VisitRecords(reader, options, bad, stats, false, [&](const RecordView& view) {
+        return WriteRecordFiles(view, reader.info().fields, tree, options.overwrite, stats,
+                                metadata);
+      }));
   if (!metadata.empty()) {
-    PACKREC_RETURN_IF_ERROR(tree.Write(kMetadataTable, AsBytes(metadata), overwrite));
+    PACKREC_RETURN_IF_ERROR(tree.Write(kMetadataTable, AsBytes(metadata), options.overwrite));
     ++stats.files_written;
     stats.bytes_written += metadata.size();
   }

@@ -101,12 +101,44 @@ def _size_bytes(name, value):
     return int(match.group(1)) * scale
 
 
-def _print_progress(state):
-    done, total = state["records_done"], max(1, state["records_total"])
-    rate = done / state["elapsed_seconds"] if state["elapsed_seconds"] > 0 else 0
-    end = "\n" if done == state["records_total"] else ""
-    print(f"\r[{100 * done // total:3d}%] {done}/{total} records  {rate:.0f} rec/s", end=end,
-          file=sys.stderr, flush=True)
+class _ProgressPrinter:
+    """progress=True: on a terminal one line redrawn in place; elsewhere (a notebook's log, Slurm,
+    CI) a whole line every `interval` seconds and the last one, as the CLI prints them. The ETA
+    shows once it means something (3 s and 1% done)."""
+
+    def __init__(self, stream=None, interval=10.0):
+        self.stream = stream or sys.stderr
+        self.terminal = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.interval = interval
+        self.next_line_at = interval
+        self.lines = 0
+
+    def __call__(self, state):
+        done, total, seconds = state["records_done"], state["records_total"], state["elapsed_seconds"]
+        finished = total > 0 and done == total
+        if not self.terminal:
+            if (not finished and seconds < self.next_line_at) or (finished and not self.lines):
+                return
+            self.next_line_at = seconds + self.interval
+        rate = done / seconds if seconds > 0 else 0
+        mb_per_s = state["input_bytes"] / 1e6 / seconds if seconds > 0 else 0
+        where, eta = str(done), ""
+        if total > 0:
+            percent = 100 * done // total
+            where = f"[{percent}%] {done}/{total}"
+            meaningful = seconds >= 3 and percent >= 1 and rate > 0
+            eta = "  ETA " + (_duration((total - done) / rate) if meaningful else "--:--")
+        line = f"{where} records  {rate:.0f} rec/s  {mb_per_s:.1f} MB/s  {_duration(seconds)} elapsed{eta}"
+        if self.terminal:
+            print("\r" + line, end="\n" if finished else "   ", file=self.stream, flush=True)
+        else:
+            print("packrec.convert: " + line, file=self.stream, flush=True)
+        self.lines += 1
+
+
+def _duration(seconds):
+    total = int(seconds + 0.5)
+    return f"{total // 60}:{total % 60:02d}"
 
 
 def formats():
@@ -152,7 +184,7 @@ def convert(source, output, format=None, *, shard_size="256MiB", align=64, compr
     a write error from its last resume point (resumed_records says how many records were kept;
     a finished one: already_complete). docs/reliability.md.
     progress: a callable taking {records_done, records_total, input_bytes, elapsed_seconds},
-    called after the first record and about every 200 ms; True prints a line to stderr. An
+    called after the first record and about every 200 ms; True prints progress to stderr (a live line on a terminal, else a line every 10 s). An
     exception it raises (or Ctrl-C) stops the conversion, removes the partial output and
     propagates. The GIL is released while converting.
 
@@ -171,7 +203,7 @@ def convert(source, output, format=None, *, shard_size="256MiB", align=64, compr
     _choice("hdf5_layout", hdf5_layout, ("encoded", "pixels"))
     compression = "none" if compress is None else str(compress)  # the library checks it
     if progress is True:
-        progress = _print_progress
+        progress = _ProgressPrinter()
     elif progress is not None and not callable(progress):
         raise errors.InvalidArgumentError(f"progress must be a callable or True, got {progress!r}")
     if size is not None:
@@ -307,6 +339,13 @@ class Loader:
             raise errors.InvalidArgumentError("normalize needs decoded images (transform 'train' or 'eval')")
         self.normalize = (tuple(map(float, normalize[0])), tuple(map(float, normalize[1]))) if normalize else None
         self.half = bool(half)
+        # Checked here so that the message names this call's keywords (size, resize), not the C++
+        # options behind them.
+        if transform != "none":
+            if _count("size", size, 16384) == 0:
+                raise errors.InvalidArgumentError("size must be a whole number from 1 to 16384, got 0")
+            if resize is not None and _count("resize", resize) < size:
+                raise errors.InvalidArgumentError(f"resize must be at least size ({size}), got {resize!r}")
         if resize is None:
             resize = max(size, size * 256 // 224)
         self._impl = _Loader(

@@ -303,5 +303,109 @@ TEST_CASE("cli: a misspelt command or flag gets a suggestion; convert X X says t
   CHECK_MESSAGE(Contains(same.output, "OUT and SRC are the same directory"), same.output);
 }
 
+TEST_CASE("cli: --json prints JSON on stdout in every outcome, errors included") {
+  test::TempDir dir;
+  REQUIRE(RunCli("synth " + Quote(dir / "tree") + " --classes 2 --per-class 4").exit_code == 0);
+  const std::string tree = Quote(dir / "tree");
+  struct Case {
+    std::string args;
+    int exit_code;
+    std::string code;  // the error's code; empty: a success
+  };
+  const std::vector<Case> cases = {
+      {"convert " + tree + " " + Quote(dir / "ds") + " --json", 0, ""},
+      {"convert " + tree + " " + Quote(dir / "ds") + " --json", 4, "AlreadyExists"},
+      {"convert " + tree + " " + Quote(dir / "ds2") + " --shard-size 12 --json", 2,
+       "InvalidArgument"},
+      {"convert " + Quote(dir / "missing") + " " + Quote(dir / "ds3") + " --json", 3, "NotFound"},
+      {"info " + Quote(dir / "ds") + " --json", 0, ""},
+      {"info " + Quote(dir / "nowhere") + " --json", 3, "NotFound"},
+      {"verify " + Quote(dir / "nowhere") + " --json", 3, "NotFound"},
+      {"extract " + Quote(dir / "ds") + " " + Quote(dir / "out") + " --json", 0, ""},
+      {"extract " + Quote(dir / "ds") + " " + Quote(dir / "out") + " --json", 4, "AlreadyExists"},
+      {"merge " + Quote(dir / "merged") + " " + Quote(dir / "nowhere") + " --json", 3, "NotFound"},
+      {"convret " + tree + " --json", 2, "InvalidArgument"},
+      {"info --bogus " + Quote(dir / "ds") + " --json", 2, "InvalidArgument"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.args);
+    const auto run = test::RunCliStdout(c.args);
+    CHECK(run.exit_code == c.exit_code);
+    const nlohmann::json out = nlohmann::json::parse(run.output, nullptr, false);
+    REQUIRE_MESSAGE(!out.is_discarded(), run.output);
+    if (c.code.empty()) {
+      CHECK_FALSE(out.contains("error"));
+      continue;
+    }
+    REQUIRE(out.contains("error"));
+    CHECK(out["error"]["code"] == c.code);
+    CHECK(out["error"]["exit_code"] == c.exit_code);
+    CHECK_FALSE(out["error"]["message"].get<std::string>().empty());
+  }
+  // merge --json on a success, over the parts of a partitioned conversion.
+  for (const char* part : {"0/2", "1/2"}) {
+    REQUIRE(
+        RunCli("convert -q " + tree + " " + Quote(dir / "parts") + " --part " + part).exit_code ==
+        0);
+  }
+  const auto merged = test::RunCliStdout("merge " + Quote(dir / "merged.pkr") + " " +
+                                         Quote(dir / "parts") + " --json");
+  CHECK(merged.exit_code == 0);
+  const nlohmann::json merge = nlohmann::json::parse(merged.output, nullptr, false);
+  REQUIRE_MESSAGE(!merge.is_discarded(), merged.output);
+  CHECK(merge["parts"] == 2);
+  CHECK(merge["records"] == 8);
+}
+
+TEST_CASE("cli: extract --on-error skip salvages every good record and lists the bad ones") {
+  test::TempDir dir;
+  REQUIRE(RunCli("synth " + Quote(dir / "tree") + " --classes 2 --per-class 3").exit_code == 0);
+  REQUIRE(RunCli("convert -q " + Quote(dir / "tree") + " " + Quote(dir / "ds")).exit_code == 0);
+  test::FlipByte(dir / "ds" / "shard-000000.pkr", 64 + 500);  // inside record 0's payload
+  // The default stops before writing anything, leaves no folder, and says how to salvage.
+  const auto failed = RunCli("extract " + Quote(dir / "ds") + " " + Quote(dir / "out"));
+  CHECK(failed.exit_code == 5);
+  CHECK(Contains(failed.output, "record 0"));
+  CHECK(Contains(failed.output, "--on-error skip"));
+  CHECK_FALSE(fs::exists(dir / "out"));
+
+  const auto salvaged =
+      RunCli("extract " + Quote(dir / "ds") + " " + Quote(dir / "out") + " --on-error skip");
+  CHECK(salvaged.exit_code == 5);  // not a success: a record is missing
+  CHECK(Contains(salvaged.output, "extracted 5 files"));
+  CHECK(Contains(salvaged.output, "skipped 1 damaged or refused records"));
+  CHECK(Contains(salvaged.output, "record 0"));
+  CHECK_FALSE(fs::exists(dir / "out" / "n01440764" / "n01440764_0.JPEG"));
+  CHECK(test::ReadBytes(dir / "out" / "n01441881" / "n01441881_2.JPEG") ==
+        test::ReadBytes(dir / "tree" / "n01441881" / "n01441881_2.JPEG"));
+
+  const auto json = test::RunCliStdout("extract " + Quote(dir / "ds") + " " + Quote(dir / "out2") +
+                                       " --on-error skip --json");
+  const nlohmann::json out = nlohmann::json::parse(json.output, nullptr, false);
+  REQUIRE_MESSAGE(!out.is_discarded(), json.output);
+  CHECK(out["files"] == 5);
+  REQUIRE(out["skipped"].size() == 1);
+  CHECK(out["skipped"][0]["record_index"] == 0);
+  CHECK(out["skipped"][0]["code"] == "Corruption");
+}
+
+TEST_CASE("cli: convert prints progress lines when stderr is not a terminal") {
+  test::TempDir dir;
+  REQUIRE(RunCli("synth " + Quote(dir / "tree") + " --classes 2 --per-class 20").exit_code == 0);
+  // RunCli's stderr is a pipe, as under Slurm, CI or nohup: whole lines, no carriage returns.
+  const auto lines =
+      RunCli("convert " + Quote(dir / "tree") + " " + Quote(dir / "ds") + " --progress-interval 0");
+  REQUIRE(lines.exit_code == 0);
+  CHECK(Contains(lines.output, "packrec convert: [100%] 40/40 records"));
+  CHECK(Contains(lines.output, "MB/s"));
+  CHECK(Contains(lines.output, "elapsed"));
+  CHECK_FALSE(Contains(lines.output, "\r"));
+  // The default interval (10 s) prints none for a run this short: the summary says it all.
+  const auto quiet = RunCli("convert " + Quote(dir / "tree") + " " + Quote(dir / "ds2"));
+  REQUIRE(quiet.exit_code == 0);
+  CHECK_FALSE(Contains(quiet.output, "packrec convert: ["));
+  CHECK(Contains(quiet.output, "converted 40 images"));
+}
+
 }  // namespace
 }  // namespace packrec

@@ -242,3 +242,23 @@ def test_a_key_that_is_not_utf8_comes_back_as_os_fsdecode_gives_it(tmp_path):
     ds = packrec.open(tmp_path / "ds.pkr")
     _, _, key = ds[0]
     assert os.fsencode(key).endswith(b"/\xff\xferaw.jpg"), key
+
+
+def test_progress_true_prints_whole_lines_where_stderr_is_not_a_terminal(tmp_path, tree, capsys):
+    # pytest's captured stderr is not a terminal, as a Slurm log or CI is not: whole lines, no \r.
+    packrec.convert(tree, tmp_path / "quiet", progress=True)
+    assert capsys.readouterr().err == ""  # shorter than one interval: the result says it all
+    printer = packrec._ProgressPrinter(interval=0)  # what progress=True makes, with a 0 s interval
+    packrec.convert(tree, tmp_path / "lines", progress=printer)
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    lines = err.splitlines()
+    assert lines and all(line.startswith("packrec.convert: ") for line in lines)
+    assert "records" in lines[-1] and "MB/s" in lines[-1] and "100%" in lines[-1]
+
+
+def test_loader_size_errors_name_the_keywords_of_the_call(datasets):
+    with pytest.raises(packrec.errors.InvalidArgumentError, match="size must be a whole number from 1"):
+        packrec.Loader(datasets["shard"], size=0)
+    with pytest.raises(packrec.errors.InvalidArgumentError, match=r"resize must be at least size \(224\)"):
+        packrec.Loader(datasets["shard"], size=224, resize=100)

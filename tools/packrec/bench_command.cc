@@ -100,6 +100,11 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
     Result<BenchReport> report = RunBench(options, progress);
     if (!report.ok()) {
       exit_code = Fail("bench", report.status());
+      // The report file says so too: a script reading it never takes a previous run's figures.
+      if (!args->json_path.empty()) {
+        std::ofstream(args->json_path, std::ios::trunc)
+            << ErrorJson("bench", report.status()) << "\n";
+      }
       return;
     }
     std::cout << BenchReportTable(*report);

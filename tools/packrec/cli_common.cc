@@ -3,6 +3,8 @@
 #include <charconv>
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "packrec/image.h"
 
@@ -31,6 +33,20 @@ int ExitCodeFor(const Status& status) {
       break;
   }
   return kExitInternal;
+}
+
+std::string CodeId(StatusCode code) {
+  std::string id;
+  bool capital = true;
+  for (const char c : StatusCodeName(code)) {
+    if (c == ' ') {
+      capital = true;
+      continue;
+    }
+    id += capital && c >= 'a' && c <= 'z' ? static_cast<char>(c - 'a' + 'A') : c;
+    capital = false;
+  }
+  return id;
 }
 
 std::string PrintableText(std::string_view text) {
@@ -106,14 +122,57 @@ std::string_view Advice(Remedy remedy) {
   return {};
 }
 
-int Fail(const std::string& command, const Status& status) {
+int Fail(const std::string& command, const Status& status, bool json) {
   std::string text = status.ToString();
   if (const std::string_view advice = Advice(status.remedy()); !advice.empty()) {
     text += "; ";
     text += advice;
   }
   std::cerr << "packrec " << command << ": error: " << PrintableText(text) << "\n";
+  if (json) std::cout << ErrorJson(command, status) << "\n";
   return ExitCodeFor(status);
+}
+
+namespace {
+
+nlohmann::json OptionalNumber(const std::optional<std::uint64_t>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+}
+
+std::string DumpError(nlohmann::json error) {
+  nlohmann::json out;
+  out["error"] = std::move(error);
+  // Paths and keys of raw bytes are not UTF-8: replaced (U+FFFD), not nlohmann's exception.
+  return out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace
+
+std::string ErrorJson(const std::string& command, const Status& status) {
+  nlohmann::json error;
+  error["command"] = command;
+  error["code"] = CodeId(status.code());
+  error["exit_code"] = ExitCodeFor(status);
+  error["message"] = status.message();
+  const std::string_view advice = Advice(status.remedy());
+  error["advice"] = advice.empty() ? nlohmann::json(nullptr) : nlohmann::json(advice);
+  error["path"] = status.path().empty() ? nlohmann::json(nullptr) : nlohmann::json(status.path());
+  error["record_index"] = OptionalNumber(status.record_index());
+  error["byte_offset"] = OptionalNumber(status.byte_offset());
+  return DumpError(std::move(error));
+}
+
+std::string UsageErrorJson(const std::string& command, const std::string& message) {
+  nlohmann::json error;
+  error["command"] = command;
+  error["code"] = CodeId(StatusCode::kInvalidArgument);
+  error["exit_code"] = static_cast<int>(kExitUsage);
+  error["message"] = message;
+  error["advice"] = "see packrec " + (command.empty() ? std::string() : command + " ") + "--help";
+  error["path"] = nullptr;
+  error["record_index"] = nullptr;
+  error["byte_offset"] = nullptr;
+  return DumpError(std::move(error));
 }
 
 const CLI::Validator& Uint64Digits() {

@@ -28,10 +28,20 @@ enum ExitCode : int {
 std::string PrintableText(std::string_view text);
 
 int ExitCodeFor(const Status& status);
+// The status code as one word for JSON ("AlreadyExists", "InvalidInput", "Corruption"): stable
+// for scripts to compare, unlike the message.
+std::string CodeId(StatusCode code);
 // What the CLI tells the user to do about an error (Status::remedy), in its flags' terms.
 std::string_view Advice(Remedy remedy);
 // Prints "packrec <command>: error: <status>; <advice>" to stderr and returns its exit code.
-int Fail(const std::string& command, const Status& status);
+// With `json` (the command's --json) it also prints ErrorJson on stdout: a script that parses
+// stdout gets JSON in every outcome.
+int Fail(const std::string& command, const Status& status, bool json = false);
+// {"error": {"command", "code", "exit_code", "message", "advice", "path", "record_index",
+// "byte_offset"}}: the error as data (docs/cli.md, "Machine-readable output").
+std::string ErrorJson(const std::string& command, const Status& status);
+// The same for a command line CLI11 refused (exit code 2): code "InvalidArgument".
+std::string UsageErrorJson(const std::string& command, const std::string& message);
 
 // Adds --max-pixels N to `command`: the pixel limit of every probe and decode in this run
 // (SetMaxImagePixels; default PACKREC_MAX_IMAGE_PIXELS or 178956970, PIL's bomb threshold).

@@ -36,24 +36,52 @@ std::string FormatHelp() {
   return help;
 }
 
-Status PrintProgress(const ConvertProgress& progress) {
-  const double rate = progress.elapsed_seconds > 0
-                          ? static_cast<double>(progress.records_done) / progress.elapsed_seconds
-                          : 0;
-  const double mb_per_s = progress.elapsed_seconds > 0 ? static_cast<double>(progress.input_bytes) /
-                                                             1e6 / progress.elapsed_seconds
-                                                       : 0;
-  const double remaining =
-      rate > 0 ? static_cast<double>(progress.records_total - progress.records_done) / rate : 0;
-  std::fprintf(stderr, "\r[%3d%%] %llu/%llu records  %.0f rec/s  %.1f MB/s  ETA %s   ",
-               static_cast<int>(100 * progress.records_done /
-                                std::max<std::uint64_t>(1, progress.records_total)),
-               static_cast<unsigned long long>(progress.records_done),
-               static_cast<unsigned long long>(progress.records_total), rate, mb_per_s,
-               Duration(remaining).c_str());
-  if (progress.records_done == progress.records_total) std::fputc('\n', stderr);
-  return Status::OK();
-}
+// Progress on stderr. On a terminal, one line redrawn in place; anywhere else (a Slurm log, CI,
+// nohup) a whole line every `interval` seconds, so a log shows the run is alive and how far it is,
+// and the last one when it ends. The ETA is shown once it means something: after 3 s and 1% done
+// (a first guess from the opening records, page cache warming up, says little).
+class ProgressPrinter {
+ public:
+  ProgressPrinter(bool terminal, double interval_seconds)
+      : terminal_(terminal), interval_(interval_seconds), next_line_at_(interval_seconds) {}
+
+  Status operator()(const ConvertProgress& progress) {
+    const bool done = progress.records_total > 0 && progress.records_done == progress.records_total;
+    if (!terminal_) {
+      if (!done && progress.elapsed_seconds < next_line_at_) return Status::OK();
+      if (done && lines_ == 0) return Status::OK();  // too short to need one: the summary says it
+      next_line_at_ = progress.elapsed_seconds + interval_;
+    }
+    const double seconds = progress.elapsed_seconds;
+    const double rate = seconds > 0 ? static_cast<double>(progress.records_done) / seconds : 0;
+    const double mb_per_s =
+        seconds > 0 ? static_cast<double>(progress.input_bytes) / 1e6 / seconds : 0;
+    std::string where = std::to_string(progress.records_done);
+    std::string eta;
+    if (progress.records_total > 0) {
+      const auto percent = static_cast<int>(100 * progress.records_done / progress.records_total);
+      where = "[" + std::to_string(percent) + "%] " + where + "/" +
+              std::to_string(progress.records_total);
+      const bool meaningful = seconds >= 3 && percent >= 1 && rate > 0;
+      eta =
+          meaningful
+              ? Duration(static_cast<double>(progress.records_total - progress.records_done) / rate)
+              : "--:--";
+      eta = "  ETA " + eta;
+    }
+    std::fprintf(stderr, "%s%s records  %.0f rec/s  %.1f MB/s  %s elapsed%s%s",
+                 terminal_ ? "\r" : "packrec convert: ", where.c_str(), rate, mb_per_s,
+                 Duration(seconds).c_str(), eta.c_str(), terminal_ && !done ? "   " : "\n");
+    ++lines_;
+    return Status::OK();
+  }
+
+ private:
+  bool terminal_;
+  double interval_;
+  double next_line_at_;
+  std::uint64_t lines_ = 0;
+};
 
 }  // namespace
 
@@ -82,6 +110,7 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
     bool shuffle = false;
     bool quiet = false;
     bool json = false;
+    double progress_interval = 10;
   };
   auto args = std::make_shared<Args>();
   command
@@ -257,7 +286,13 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
   command->add_flag("-q,--quiet", args->quiet,
                     "No progress line and no summary (warnings, rejects and resumed records are "
                     "still printed)");
-  command->add_flag("--json", args->json, "Print the summary as JSON");
+  command->add_flag("--json", args->json,
+                    "Print the summary as JSON on stdout, and an error as {\"error\": {...}}");
+  command
+      ->add_option("--progress-interval", args->progress_interval,
+                   "Seconds between progress lines when stderr is not a terminal (a log, Slurm, "
+                   "CI; default 10); a terminal gets one line redrawn in place")
+      ->check(CLI::Range(0.0, 86400.0));
   command->callback([args, command, &exit_code] {
     ConvertOptions& options = args->options;
     options.source = args->source;
@@ -288,10 +323,15 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
       options.part_count = static_cast<std::uint32_t>(std::stoul(args->part.substr(slash + 1)));
     }
     ProgressCallback progress;
-    if (!args->quiet && !args->json && ::isatty(STDERR_FILENO)) progress = PrintProgress;
+    if (!args->quiet && !args->json) {
+      const bool terminal = ::isatty(STDERR_FILENO) != 0;
+      // A first line as soon as the interval has passed, not at the start.
+      progress = [printer = std::make_shared<ProgressPrinter>(terminal, args->progress_interval)](
+                     const ConvertProgress& report) { return (*printer)(report); };
+    }
     Result<ConvertStats> stats = Convert(options, progress);
     if (!stats.ok()) {
-      exit_code = Fail("convert", stats.status());
+      exit_code = Fail("convert", stats.status(), args->json);
       return;
     }
     const std::string written = options.part_count > 0 ? stats->part_path.string() : args->output;

@@ -14,11 +14,11 @@ void AddInfoCommand(CLI::App& app, int& exit_code) {
   };
   auto args = std::make_shared<Args>();
   command->add_option("DATASET", args->path, "Dataset directory")->required();
-  command->add_flag("--json", args->json, "Print as JSON");
+  command->add_flag("--json", args->json, "Print as JSON, an error as {\"error\": {...}}");
   command->callback([args, &exit_code] {
     Result<std::unique_ptr<Reader>> reader = OpenDataset(args->path);
     if (!reader.ok()) {
-      exit_code = Fail("info", reader.status());
+      exit_code = Fail("info", reader.status(), args->json);
       return;
     }
     const DatasetInfo& info = (*reader)->info();

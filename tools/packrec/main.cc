@@ -73,6 +73,16 @@ void SuggestFlags(const CLI::App& app, const std::vector<std::string>& extras) {
   }
 }
 
+// A command line that asks for JSON (a command's --json) gets its usage errors as JSON on stdout
+// too, so a script parsing stdout never meets plain text.
+bool AsksForJson(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--json" || arg.starts_with("--json=")) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -105,9 +115,11 @@ int main(int argc, char** argv) {
     std::string listed;
     for (const std::string& name : commands) listed += (listed.empty() ? "" : ", ") + name;
     const std::optional<std::string> meant = Closest(argv[1], commands);
-    std::fprintf(stderr, "packrec: unknown command '%s'%s (commands: %s; see packrec --help)\n",
-                 argv[1], meant ? (": did you mean '" + *meant + "'?").c_str() : "",
-                 listed.c_str());
+    const std::string message = "unknown command '" + std::string(argv[1]) + "'" +
+                                (meant ? ": did you mean '" + *meant + "'?" : std::string()) +
+                                " (commands: " + listed + "; see packrec --help)";
+    std::fprintf(stderr, "packrec: %s\n", message.c_str());
+    if (AsksForJson(argc, argv)) std::printf("%s\n", UsageErrorJson("", message).c_str());
     return kExitUsage;
   }
   try {
@@ -121,6 +133,10 @@ int main(int argc, char** argv) {
         extras.insert(extras.end(), left.begin(), left.end());
       }
       SuggestFlags(app, extras);
+    }
+    if (code != 0 && AsksForJson(argc, argv)) {
+      const std::string command = argc > 1 && argv[1][0] != '-' ? argv[1] : "";
+      std::printf("%s\n", UsageErrorJson(command, error.what()).c_str());
     }
     return code == 0 ? kExitOk : kExitUsage;
   } catch (const std::bad_alloc&) {

@@ -35,13 +35,14 @@ void AddVerifyCommand(CLI::App& app, int& exit_code) {
   command->add_option("DATASET", args->path, "Dataset directory")->required();
   command->add_flag("--deep", args->deep, "Also decode every image");
   AddMaxPixelsOption(command);
-  command->add_flag("--json", args->json, "Print the result as JSON");
+  command->add_flag("--json", args->json,
+                    "Print the result as JSON, an error as {\"error\": {...}}");
   command->callback([args, &exit_code] {
     OpenOptions open;
     open.allow_damaged_shards = true;  // report every damaged shard, not only the first
     Result<std::unique_ptr<Reader>> reader = OpenDataset(args->path, open);
     if (!reader.ok()) {
-      exit_code = Fail("verify", reader.status());
+      exit_code = Fail("verify", reader.status(), args->json);
       return;
     }
     CollectingReporter reporter(!args->json);
@@ -60,7 +61,7 @@ void AddVerifyCommand(CLI::App& app, int& exit_code) {
         item["record_index"] = p.record_index ? nlohmann::json(*p.record_index) : nullptr;
         item["key"] = p.key;
         item["byte_offset"] = p.byte_offset ? nlohmann::json(*p.byte_offset) : nullptr;
-        item["code"] = std::string(StatusCodeName(p.status.code()));
+        item["code"] = CodeId(p.status.code());
         item["message"] = p.status.message();
         problems.push_back(std::move(item));
       }
