@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,16 @@ inline Result<ExtractStats> ExtractDataset(const Reader& reader,
                                            bool overwrite = false) {
   return ExtractDataset(reader, out_dir, ExtractOptions{overwrite, false});
 }
+
+// Several datasets read as one: records in order, dataset 0's first, then 1's, ... For a loader
+// over all of them (torch's ConcatDataset), or mixing them in set proportions (LoaderOptions::
+// weights, one weight per record: proportion_k / records_k). The result keeps the parts alive and
+// is as thread-safe as they are. Labels stay each part's own; `classes` and `fields` are the
+// parts' when all have the same, else empty (fields then read as absent). The listing hash names
+// the parts in order (each one's listing hash, counts and convert options), so a loader state of
+// one concatenation resumes no other. Errors: InvalidArgument for no parts or a null one.
+Result<std::unique_ptr<Reader>> ConcatenateDatasets(
+    std::vector<std::shared_ptr<const Reader>> parts);
 
 }  // namespace packrec
 

@@ -99,6 +99,31 @@ struct LoaderOptions {
   // Fields delivered with each batch, by name (DatasetInfo::fields); InvalidArgument for a name
   // the dataset does not have. Empty: images and labels only, at the same speed as before.
   std::vector<std::string> fields;
+  // The records this loader reads (a train/val split, a fold): record indices below the
+  // dataset's size, repeats allowed, in the order shuffle kNone visits them. Each epoch's sequence
+  // is then over these entries instead of every record (shuffled, cut and resumed as usual).
+  // Empty: every record. Not with shuffle kShards, which deals out whole files.
+  std::vector<std::uint64_t> subset;
+  // Class balancing, as torch's WeightedRandomSampler(weights, samples, replacement=True): one
+  // finite weight >= 0 per entry (per record, or per subset entry), not all 0. Each epoch is then
+  // `samples_per_epoch` draws (0: as many as entries), entry e drawn with probability
+  // weight_e / sum; draw p is a pure function of (seed, epoch, p), so resuming continues the same
+  // draws. Needs shuffle kGlobal (the draws are the shuffle).
+  std::vector<double> weights;
+  std::uint64_t samples_per_epoch = 0;
+  // Mixing datasets (concatenated by ConcatenateDatasets, packrec/dataset_ops.h), as WebDataset's
+  // RandomMix and MosaicML's stream proportions: each draw picks range r with probability
+  // proportion_r / sum, then one of its records uniformly; a pure function of (seed, epoch,
+  // position) as with weights, in O(ranges) memory however many records. Ranges lie inside the
+  // dataset, each count >= 1, proportions finite >= 0 and not all 0. Each epoch is
+  // samples_per_epoch draws (0: the ranges' records in total). Needs shuffle kGlobal; not with
+  // subset or weights.
+  struct MixRange {
+    std::uint64_t first = 0;
+    std::uint64_t count = 0;
+    double proportion = 0;
+  };
+  std::vector<MixRange> mix;
 };
 
 // Where a loader is in its sequence, small enough for a checkpoint (ToJson). It names everything
@@ -117,6 +142,9 @@ struct LoaderState {
   // Records of the epoch's global sequence delivered: a multiple of global_batch_size, or the
   // epoch's length once its last batch is out.
   std::uint64_t position = 0;
+  // SelectionFingerprint of the subset, weights and samples_per_epoch; empty when there are none
+  // (and in states saved before they existed).
+  std::string selection;
 
   std::string ToJson() const;
   // Errors: InvalidInput naming the field that is missing, of the wrong type or out of range.
@@ -253,6 +281,10 @@ std::vector<std::uint64_t> EpochOrder(std::uint64_t record_count, const LoaderOp
 // for one listing converted to any format, different when records were added, removed or
 // reordered.
 std::string DatasetFingerprint(const DatasetInfo& info);
+
+// Identifies a loader's selection (LoaderOptions::subset, weights, mix, samples_per_epoch): hex
+// xxHash64 of their bytes, or "" when none is set.
+std::string SelectionFingerprint(const LoaderOptions& options);
 
 // The source region kEval and kTrain decode for a width x height image (kTrain: record
 // `record_index` of `epoch`), and whether kTrain flips it.

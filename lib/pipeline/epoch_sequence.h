@@ -28,6 +28,11 @@ class EpochSequence {
   // The sequence's length (padding included) and its global batches.
   std::uint64_t length() const { return length_; }
   std::uint64_t batches() const { return batches_; }
+  // The positions before the padding: the records (or subset entries), or the weighted draws.
+  std::uint64_t unpadded() const {
+    return !cumulative_.empty() && options_.samples_per_epoch > 0 ? options_.samples_per_epoch
+                                                                  : draws_default_;
+  }
   // The record at `position` < length(); positions past the records repeat the epoch's start.
   std::uint64_t At(std::uint64_t position) const;
   // The positions [begin, end) of `rank`'s part of global batch `batch`.
@@ -53,8 +58,15 @@ class EpochSequence {
   void AssignShards(const std::vector<DatasetFileInfo>& files);
   std::uint64_t FromShare(std::uint32_t rank, std::uint64_t index) const;
 
-  std::uint64_t record_count_ = 0;
+  // The entry at `index` of the base order: a record, or a subset's record.
+  std::uint64_t Record(std::uint64_t index) const;
+  // Weighted draw `position` (LoaderOptions::weights): an entry, by the cumulative weights.
+  std::uint64_t Drawn(std::uint64_t position) const;
+
+  std::uint64_t record_count_ = 0;  // entries the order is over: records, or the subset's
   LoaderOptions options_;
+  std::vector<double> cumulative_;   // weights or mix proportions: running sums, for Drawn
+  std::uint64_t draws_default_ = 0;  // an epoch's draws without samples_per_epoch
   std::uint64_t epoch_ = 0;
   std::uint64_t global_batch_ = 0;
   std::uint64_t length_ = 0;

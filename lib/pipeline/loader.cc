@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -194,6 +195,86 @@ Status ValidateOptions(const LoaderOptions& options) {
   return Status::OK();
 }
 
+Status ValidateMix(const LoaderOptions& options, std::uint64_t record_count) {
+  if (!options.subset.empty() || !options.weights.empty()) {
+    return Status::InvalidArgument("a mix goes with neither subset nor weights");
+  }
+  if (options.shuffle != ShuffleMode::kGlobal) {
+    return Status::InvalidArgument("a mix needs shuffle 'global': its draws are the order");
+  }
+  double sum = 0;
+  for (std::size_t i = 0; i < options.mix.size(); ++i) {
+    const LoaderOptions::MixRange& range = options.mix[i];
+    if (range.count == 0 || range.first > record_count ||
+        range.count > record_count - range.first) {
+      return Status::InvalidArgument("mix range " + std::to_string(i) + " (records " +
+                                     std::to_string(range.first) + " + " +
+                                     std::to_string(range.count) + ") is empty or past the " +
+                                     std::to_string(record_count) + " records");
+    }
+    if (!std::isfinite(range.proportion) || range.proportion < 0) {
+      return Status::InvalidArgument("mix proportion " + std::to_string(i) + " is " +
+                                     std::to_string(range.proportion) +
+                                     ": proportions are finite and >= 0");
+    }
+    sum += range.proportion;
+  }
+  if (!(sum > 0) || !std::isfinite(sum)) {
+    return Status::InvalidArgument("mix proportions sum to " + std::to_string(sum) +
+                                   ": at least one must be above 0");
+  }
+  return Status::OK();
+}
+
+// The subset and weights against the dataset: every index a record, one finite weight >= 0 per
+// entry, some weight above 0, and a shuffle they go with.
+Status ValidateSelection(const LoaderOptions& options, std::uint64_t record_count) {
+  if (!options.subset.empty() && options.shuffle == ShuffleMode::kShards) {
+    return Status::InvalidArgument(
+        "subset does not go with shuffle 'shards', which deals out whole files to ranks");
+  }
+  for (std::size_t i = 0; i < options.subset.size(); ++i) {
+    if (options.subset[i] >= record_count) {
+      return Status::InvalidArgument("subset[" + std::to_string(i) + "] is " +
+                                     std::to_string(options.subset[i]) + ", past the dataset's " +
+                                     std::to_string(record_count) + " records");
+    }
+  }
+  if (!options.mix.empty()) return ValidateMix(options, record_count);
+  if (options.weights.empty()) {
+    if (options.samples_per_epoch > 0) {
+      return Status::InvalidArgument(
+          "samples_per_epoch counts weighted draws: it needs weights or a mix");
+    }
+    return Status::OK();
+  }
+  const std::uint64_t entries = options.subset.empty() ? record_count : options.subset.size();
+  if (options.weights.size() != entries) {
+    return Status::InvalidArgument(
+        "weights has " + std::to_string(options.weights.size()) + " entries, one per " +
+        (options.subset.empty() ? "record" : "subset entry") + " is " + std::to_string(entries));
+  }
+  if (options.shuffle != ShuffleMode::kGlobal) {
+    return Status::InvalidArgument(
+        "weights need shuffle 'global': the weighted draws are the "
+        "epoch's order");
+  }
+  double sum = 0;
+  for (std::size_t i = 0; i < options.weights.size(); ++i) {
+    const double weight = options.weights[i];
+    if (!std::isfinite(weight) || weight < 0) {
+      return Status::InvalidArgument("weights[" + std::to_string(i) + "] is " +
+                                     std::to_string(weight) + ": weights are finite and >= 0");
+    }
+    sum += weight;
+  }
+  if (!(sum > 0) || !std::isfinite(sum)) {
+    return Status::InvalidArgument("weights sum to " + std::to_string(sum) +
+                                   ": at least one must be above 0, and the sum finite");
+  }
+  return Status::OK();
+}
+
 class LoaderImpl final : public Loader {
  public:
   // `field_indices`: the requested fields' places in the schema (FieldIndices, checked by Create).
@@ -202,6 +283,7 @@ class LoaderImpl final : public Loader {
       : reader_(std::move(reader)),
         options_(options),
         fingerprint_(DatasetFingerprint(reader_->info())),
+        selection_(SelectionFingerprint(options_)),
         field_indices_(std::move(field_indices)),
         sequence_(reader_->info(), options_, 0) {
     for (std::uint32_t i = 0; i < options_.prefetch_batches; ++i) free_.push_back(NewBuffer());
@@ -244,11 +326,13 @@ class LoaderImpl final : public Loader {
     state.world_size = options_.world_size;
     state.epoch = epoch_;
     state.position = std::min(sequence_.length(), next_deliver_ * sequence_.global_batch_size());
+    state.selection = selection_;
     return state;
   }
 
   Status Resume(const LoaderState& state) override {
-    Result<std::uint64_t> first_batch = FirstBatchOf(state, *reader_, options_, fingerprint_);
+    Result<std::uint64_t> first_batch =
+        FirstBatchOf(state, *reader_, options_, fingerprint_, selection_);
     if (!first_batch.ok()) return first_batch.status();
     std::lock_guard lock(mutex_);
     BeginEpoch(state.epoch, *first_batch);
@@ -259,7 +343,8 @@ class LoaderImpl final : public Loader {
   // The batch `state` resumes at, or why this loader cannot continue its sequence.
   static Result<std::uint64_t> FirstBatchOf(const LoaderState& state, const Reader& reader,
                                             const LoaderOptions& options,
-                                            const std::string& fingerprint) {
+                                            const std::string& fingerprint,
+                                            const std::string& selection) {
     const auto differs = [](const std::string& what, const std::string& saved,
                             const std::string& now) {
       return Status::InvalidArgument("cannot resume: the state was saved with " + what + " " +
@@ -273,6 +358,12 @@ class LoaderImpl final : public Loader {
     }
     if (state.seed != options.seed) {
       return differs("seed", std::to_string(state.seed), std::to_string(options.seed));
+    }
+    if (state.selection != selection) {
+      const auto named = [](const std::string& s) {
+        return s.empty() ? std::string("every record, unweighted") : s;
+      };
+      return differs("the subset/weights", named(state.selection), named(selection));
     }
     if (state.shuffle != options.shuffle) {
       return differs("shuffle", std::string(ShuffleModeName(state.shuffle)),
@@ -462,7 +553,7 @@ class LoaderImpl final : public Loader {
     for (std::uint64_t position = begin; position < end; ++position) {
       filling->records.push_back(sequence_.At(position));
     }
-    const std::uint64_t real_end = std::max(begin, std::min(end, reader_->size()));
+    const std::uint64_t real_end = std::max(begin, std::min(end, sequence_.unpadded()));
     filling->padded = static_cast<std::uint32_t>(end - real_end);
     const auto images = static_cast<std::uint32_t>(filling->records.size());
     filling->filled.assign(images, 0);
@@ -624,6 +715,7 @@ class LoaderImpl final : public Loader {
   const std::shared_ptr<const Reader> reader_;
   const LoaderOptions options_;
   const std::string fingerprint_;
+  const std::string selection_;                   // SelectionFingerprint(options_)
   const std::vector<std::size_t> field_indices_;  // the requested fields, in the schema
   const std::shared_ptr<BufferPool> pool_ = std::make_shared<BufferPool>();
 
@@ -657,6 +749,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Reader> rea
                                                const std::optional<LoaderState>& resume_from) {
   if (reader == nullptr) return Status::InvalidArgument("no reader");
   PACKREC_RETURN_IF_ERROR(ValidateOptions(options));
+  PACKREC_RETURN_IF_ERROR(ValidateSelection(options, reader->size()));
   PACKREC_ASSIGN_OR_RETURN(std::vector<std::size_t> field_indices,
                            FieldIndices(reader->info(), options));
   if (options.shuffle == ShuffleMode::kShards) {
@@ -676,8 +769,9 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Reader> rea
   std::uint64_t epoch = 0;
   std::uint64_t first_batch = 0;
   if (resume_from) {
-    Result<std::uint64_t> first = LoaderImpl::FirstBatchOf(*resume_from, *reader, options,
-                                                           DatasetFingerprint(reader->info()));
+    Result<std::uint64_t> first =
+        LoaderImpl::FirstBatchOf(*resume_from, *reader, options, DatasetFingerprint(reader->info()),
+                                 SelectionFingerprint(options));
     if (!first.ok()) return first.status();
     epoch = resume_from->epoch;
     first_batch = *first;

@@ -32,6 +32,7 @@ std::uint64_t Mix(std::uint64_t z) {
 constexpr std::uint64_t kOrderStream = 1ull << 62;
 constexpr std::uint64_t kWindowStream = 1ull << 63;
 constexpr std::uint64_t kShardStream = 3ull << 62;  // kShards: the file assignment, then ranks
+constexpr std::uint64_t kDrawStream = 5ull << 60;   // weights: draw p uses kDrawStream + p
 
 double Uniform(SplitMix64& random) {
   return static_cast<double>(random.Next() >> 11) * (1.0 / 9007199254740992.0);  // [0, 1)
@@ -93,19 +94,33 @@ std::uint64_t EpochSequence::Permutation::Inverse(std::uint64_t index) const {
 
 EpochSequence::EpochSequence(std::uint64_t record_count, const LoaderOptions& options,
                              std::uint64_t epoch)
-    : record_count_(record_count), options_(options), epoch_(epoch) {
+    : record_count_(options.subset.empty() ? record_count : options.subset.size()),
+      options_(options),
+      epoch_(epoch) {
+  record_count = record_count_;
+  draws_default_ = record_count;
+  double sum = 0;
+  for (const double weight : options.weights) cumulative_.push_back(sum += weight);
+  if (!options.mix.empty()) draws_default_ = 0;
+  for (const LoaderOptions::MixRange& range : options.mix) {
+    cumulative_.push_back(sum += range.proportion);
+    draws_default_ += range.count;
+  }
+  // An epoch of weighted draws is as long as asked (default: one per entry, or per record of the
+  // mixed ranges); its padding and dropping then apply to the draws.
+  const std::uint64_t drawn = unpadded();
   const std::uint64_t world = std::max<std::uint32_t>(1, options.world_size);
   global_batch_ = std::max<std::uint64_t>(1, options.batch_size) * world;
-  const std::uint64_t full = record_count / global_batch_ * global_batch_;
+  const std::uint64_t full = drawn / global_batch_ * global_batch_;
   switch (options.last_batch) {
     case LastBatch::kShort:
-      length_ = record_count;
+      length_ = drawn;
       break;
     case LastBatch::kDrop:
       length_ = full;
       break;
     case LastBatch::kPad:
-      length_ = full == record_count ? full : full + global_batch_;
+      length_ = full == drawn ? full : full + global_batch_;
       break;
   }
   batches_ = (length_ + global_batch_ - 1) / global_batch_;
@@ -205,6 +220,28 @@ std::uint64_t EpochSequence::Shuffled(std::uint64_t position) const {
   return visited * window + inside.Forward(offset);
 }
 
+std::uint64_t EpochSequence::Record(std::uint64_t index) const {
+  return options_.subset.empty() ? index : options_.subset[index];
+}
+
+// A uniform point in [0, total weight), from (seed, epoch, position) alone, and the entry whose
+// cumulative range holds it: entries of weight 0 are never drawn.
+std::uint64_t EpochSequence::Drawn(std::uint64_t position) const {
+  SplitMix64 random(MixSeed(options_.seed, epoch_, kDrawStream + position));
+  const double point = Uniform(random) * cumulative_.back();
+  const auto entry = std::upper_bound(cumulative_.begin(), cumulative_.end(), point);
+  // Rounding could put the point at the very end: the last entry with weight takes it.
+  const auto index = static_cast<std::uint64_t>(
+      entry == cumulative_.end()
+          ? std::lower_bound(cumulative_.begin(), cumulative_.end(), cumulative_.back()) -
+                cumulative_.begin()
+          : entry - cumulative_.begin());
+  if (options_.mix.empty()) return Record(index);
+  // A mix: then one record of the range, uniformly (64 random bits: no visible modulo bias).
+  const LoaderOptions::MixRange& range = options_.mix[index];
+  return range.first + random.Next() % range.count;
+}
+
 std::uint64_t EpochSequence::At(std::uint64_t position) const {
   if (shares_ != nullptr) {
     const std::uint64_t batch = std::max<std::uint32_t>(1, options_.batch_size);
@@ -212,7 +249,11 @@ std::uint64_t EpochSequence::At(std::uint64_t position) const {
     const std::uint64_t within = position % global_batch_;
     return FromShare(static_cast<std::uint32_t>(within / batch), step * batch + within % batch);
   }
-  return Shuffled(position < record_count_ ? position : position % record_count_);
+  if (!cumulative_.empty()) {
+    const std::uint64_t drawn = unpadded();
+    return Drawn(position < drawn ? position : position % drawn);  // kPad repeats the first
+  }
+  return Record(Shuffled(position < record_count_ ? position : position % record_count_));
 }
 
 std::pair<std::uint64_t, std::uint64_t> EpochSequence::Slice(std::uint64_t batch,
@@ -238,8 +279,9 @@ EpochPlan EpochSequence::Plan(std::uint32_t rank) const {
         (batches_ - 1) * (global_batch_ / std::max<std::uint32_t>(1, options_.world_size)) +
         (end - begin);
   }
-  plan.padded = length_ > record_count_ ? length_ - record_count_ : 0;
-  plan.dropped = record_count_ - std::min(record_count_, length_);
+  const std::uint64_t entries = unpadded();
+  plan.padded = length_ > entries ? length_ - entries : 0;
+  plan.dropped = entries - std::min(entries, length_);
   if (shares_ != nullptr) {  // per rank: padding up to, or records past, the epoch's length
     plan.padded = plan.dropped = 0;
     const std::uint64_t per_rank = length_ / std::max<std::uint32_t>(1, options_.world_size);

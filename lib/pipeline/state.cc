@@ -64,6 +64,29 @@ std::string DatasetFingerprint(const DatasetInfo& info) {
   return Hex64(Xxh64(identity));
 }
 
+std::string SelectionFingerprint(const LoaderOptions& options) {
+  if (options.subset.empty() && options.weights.empty() && options.mix.empty() &&
+      options.samples_per_epoch == 0) {
+    return "";
+  }
+  // Each part's length first, so that no split of the same bytes between them collides.
+  std::uint64_t hash = Xxh64(std::string_view("packrec-selection-v1"));
+  const auto add = [&](const void* data, std::size_t size) {
+    hash = Xxh64(std::span(static_cast<const std::byte*>(data), size), hash);
+  };
+  const std::uint64_t sizes[4] = {options.subset.size(), options.weights.size(),
+                                  options.samples_per_epoch, options.mix.size()};
+  add(sizes, sizeof sizes);
+  add(options.subset.data(), options.subset.size() * sizeof(std::uint64_t));
+  add(options.weights.data(), options.weights.size() * sizeof(double));
+  for (const LoaderOptions::MixRange& range : options.mix) {
+    const std::uint64_t bounds[2] = {range.first, range.count};
+    add(bounds, sizeof bounds);
+    add(&range.proportion, sizeof range.proportion);
+  }
+  return Hex64(hash);
+}
+
 std::string_view ShuffleModeName(ShuffleMode mode) {
   switch (mode) {
     case ShuffleMode::kNone:
@@ -125,6 +148,7 @@ std::string LoaderState::ToJson() const {
   body["world_size"] = world_size;
   body["epoch"] = epoch;
   body["position"] = position;
+  if (!selection.empty()) body["selection"] = selection;
   return body.dump();
 }
 
@@ -161,6 +185,9 @@ Result<LoaderState> LoaderState::FromJson(std::string_view text) {
   PACKREC_RETURN_IF_ERROR(Take(body, "world_size", &state.world_size));
   PACKREC_RETURN_IF_ERROR(Take(body, "epoch", &state.epoch));
   PACKREC_RETURN_IF_ERROR(Take(body, "position", &state.position));
+  if (body.contains("selection")) {  // absent: no subset or weights
+    PACKREC_RETURN_IF_ERROR(Take(body, "selection", &state.selection));
+  }
   if (!ParseShuffleMode(shuffle, &state.shuffle)) {
     return Status::InvalidInput("loader state: shuffle '" + shuffle +
                                 "' is not none, global, windowed or shards");

@@ -17,7 +17,7 @@ import re
 import sys
 
 from . import _packrec, errors
-from ._packrec import Batch, Dataset, GpuBatch, __version__, decode, gpu_available, image_info, synth
+from ._packrec import Batch, Dataset, GpuBatch, __version__, decode, gpu_available, image_info
 from ._packrec import max_image_pixels, set_max_image_pixels
 from ._packrec import _convert, _Loader, _merge
 from .errors import Error
@@ -64,11 +64,15 @@ class Record(tuple):
 
 
 def open(path, verify_checksums=True):  # noqa: A001 - packrec.open, like gzip.open
-    """Opens the dataset at `path` (shard directory, LMDB environment or HDF5 file).
+    """Opens the dataset at `path` (shard directory, LMDB environment or HDF5 file), or several
+    given as a list: one dataset of their records in order (torch's ConcatDataset; ds.paths and
+    ds.part_sizes say where each starts).
 
     len(ds), ds[i] -> (bytes, label, key) with negative indices, iteration, ds.record(i),
     ds.info(), ds.verify(deep=False). verify_checksums=False skips the per-read xxHash check.
     """
+    if isinstance(path, (list, tuple)):
+        return Dataset([os.fspath(p) for p in path], verify_checksums)
     return Dataset(os.fspath(path), verify_checksums)
 
 
@@ -139,6 +143,14 @@ class _ProgressPrinter:
 def _duration(seconds):
     total = int(seconds + 0.5)
     return f"{total // 60}:{total % 60:02d}"
+
+
+def synth(out, classes=10, per_class=100, seed=0, width=400, height=350):
+    """Writes a synthetic ImageNet-like tree of real JPEGs to `out` (str or path), as
+    `packrec synth`; returns {files, bytes}."""
+    return _packrec.synth(os.fspath(out), _count("classes", classes), _count("per_class", per_class),
+                          _count("seed", seed, 2**64 - 1), _count("width", width),
+                          _count("height", height))
 
 
 def formats():
@@ -266,7 +278,8 @@ class Loader:
     tensor over it is gone. Each epoch has one global sequence, a pure function of (dataset,
     seed, epoch, shuffle), never of threads or timing, cut into global batches of
     batch_size x world_size; this rank's batch is its slice of each. Iterating again without
-    set_epoch continues with the next epoch; a loop left early restarts its epoch.
+    set_epoch continues with the next epoch; a loop left early (break) and iterated again
+    continues after the last batch it took, as state_dict() then says.
 
     Threads: packrec's calls release the GIL, and a daemon thread still inside one at interpreter
     exit is left to end with the process. torch 1.13 aborts the process (exit 134) when a daemon
@@ -281,7 +294,21 @@ class Loader:
 
     transform: "train" (RandomResizedCrop(size, scale, ratio) + horizontal flip), "eval"
     (resize the shorter side to `resize`, default size*256/224, center crop `size`) or "none"
-    (no decode: batches are (list of encoded bytes, labels)).
+    (no decode: batches are (list of encoded bytes, labels)). Default: "train" when shuffling,
+    "eval" with shuffle=False, as a training and an evaluation loader are usually made.
+    Batches are N x H x W x 3 uint8 (no copy); a torchvision model takes N x 3 x H x W float:
+    normalize=True gives that (on the GPU with device="cuda").
+    indices: read only these records (a train/val split, a fold), in this order unshuffled;
+    shuffled, cut into batches and resumed like the whole dataset (not with shuffle="shards").
+    weights: per record (per entry of indices), as torch's WeightedRandomSampler(weights,
+    num_samples, replacement=True): each epoch is num_samples draws (default: one per entry),
+    each a pure function of (seed, epoch, position), so state_dict() resumes them exactly; a
+    record drawn twice in an epoch gets the same random crop. Needs shuffle=True.
+    Several datasets: source as a list of paths reads them as one (every record once an epoch,
+    as torch's ConcatDataset); mix=[p0, p1, ...] (or source as {path: proportion}) draws from
+    dataset k with probability p_k / sum, then one of its records uniformly, num_samples draws an
+    epoch (default: their records in total), as WebDataset's RandomMix and MosaicML's streams.
+    Deterministic and resumable as one dataset; labels stay each dataset's own.
     shuffle: True ("global"), False ("none"), "windowed" (neighbouring windows of
     shuffle_window records, for slow storage) or "shards" (each rank reads only its own shard
     files, reassigned each epoch; needs world_size dividing the file count and last_batch "pad"
@@ -303,10 +330,15 @@ class Loader:
     """
 
     def __init__(self, source, batch_size=256, threads=0, prefetch=4, shuffle=True, seed=0,
-                 rank=0, world_size=1, transform="eval", size=224, resize=None, drop_last=False,
+                 rank=0, world_size=1, transform=None, size=224, resize=None, drop_last=False,
                  device=None, normalize=None, output=None, scale=(0.08, 1.0),
                  ratio=(3 / 4, 4 / 3), flip=True, shuffle_window=4096, on_bad_record="raise",
-                 pin_memory=True, half=False, last_batch=None, resume_from=None, fields=()):
+                 pin_memory=True, half=False, last_batch=None, resume_from=None, fields=(),
+                 indices=None, weights=None, num_samples=None, mix=None):
+        if isinstance(source, dict):  # {path: proportion}: a mix, as MosaicML's streams
+            if mix is not None:
+                raise errors.InvalidArgumentError("give the proportions once: a dict source or mix=")
+            source, mix = list(source), list(source.values())
         self.dataset = source if isinstance(source, Dataset) else open(source)
         self.fields = (fields,) if isinstance(fields, str) else tuple(fields)
         schema = {field["name"]: field for field in self.dataset.fields}
@@ -325,7 +357,11 @@ class Loader:
         elif shuffle is False or shuffle is None:
             shuffle = "none"
         _choice("shuffle", shuffle, ("global", "windowed", "shards", "none"))
+        if transform is None:  # a shuffled loader trains, an ordered one evaluates
+            transform = "eval" if shuffle == "none" else "train"
         _choice("transform", transform, ("train", "eval", "none"))
+        mix_ranges = _mix_ranges(self.dataset, mix)
+        subset, weight_list, draws = _selection(indices, weights, num_samples, bool(mix_ranges))
         _choice("on_bad_record", on_bad_record, ("raise", "skip"))
         self.transform = transform
         self.output = _choice("output", output or ("torch" if _torch_importable() else "numpy"),
@@ -355,7 +391,8 @@ class Loader:
             _count("world_size", world_size), transform, _count("size", size), _count("resize", resize), (float(scale[0]), float(scale[1])), (float(ratio[0]), float(ratio[1])),
             bool(flip), on_bad_record, bool(pin_memory), cuda_device,
             (self.normalize[0], self.normalize[1], self.half) if (self.normalize and cuda_device is not None) else None,
-            None if resume_from is None else _state_json(resume_from), list(self.fields))
+            None if resume_from is None else _state_json(resume_from), list(self.fields),
+            subset, weight_list, draws, mix_ranges)
         self._running = json.loads(self._impl.state())["epoch"]  # the epoch the C++ loader is in
         self._epoch = self._running  # the epoch the next iteration runs
         self._pending = True  # the C++ loader stands where the next iteration starts
@@ -406,9 +443,21 @@ class Loader:
             batch = take()
             if batch is None:
                 break
-            yield batch
+            try:
+                yield batch
+            except GeneratorExit:
+                # Left early (a break): the next iteration continues after the last batch taken,
+                # which is what state_dict() says now; once every batch was taken, that is the
+                # next epoch.
+                if self._at_epoch_end():
+                    break
+                self._pending = True
+                raise
         if self._epoch == epoch:  # not moved by set_epoch meanwhile
             self._epoch = epoch + 1
+
+    def _at_epoch_end(self):
+        return json.loads(self._impl.state())["position"] >= self._impl.plan()["global_records"]
 
     def __iter__(self):
         for batch in self.batches():
@@ -476,6 +525,53 @@ class Loader:
         images = torch.as_tensor(_CudaArray(gpu_batch, interface), device=self.device)
         labels = torch.from_numpy(gpu_batch.host.labels).to(self.device, non_blocking=False)
         return images, labels
+
+
+def _mix_ranges(dataset, mix):
+    """mix= (one proportion per dataset of a list source) as the C++ loader's record ranges."""
+    if mix is None:
+        return []
+    sizes = dataset.part_sizes
+    proportions = list(mix)
+    if len(proportions) != len(sizes):
+        raise errors.InvalidArgumentError(
+            f"mix has {len(proportions)} proportions for {len(sizes)} datasets (one each, in order)")
+    ranges, first = [], 0
+    for size, proportion in zip(sizes, proportions):
+        if isinstance(proportion, bool) or not isinstance(proportion, numbers.Real):
+            raise errors.InvalidArgumentError(f"mix proportions are numbers, got {proportion!r}")
+        ranges.append((first, size, float(proportion)))
+        first += size
+    return ranges
+
+
+def _selection(indices, weights, num_samples, mixing=False):
+    """Loader's indices / weights / num_samples as the C++ loader takes them (lists; 0: default)."""
+    numpy = _numpy()
+    subset = []
+    if indices is not None:
+        array = numpy.asarray(indices)
+        if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
+            raise errors.InvalidArgumentError(
+                f"indices must be a 1-d sequence of record indices, got {type(indices).__name__} "
+                f"of shape {array.shape} and dtype {array.dtype}")
+        if array.size and array.min() < 0:
+            raise errors.InvalidArgumentError(f"indices must be >= 0, got {int(array.min())}")
+        subset = array.astype("uint64").tolist()
+    weight_list = []
+    if weights is not None:
+        array = numpy.asarray(weights, dtype="float64")
+        if array.ndim != 1:
+            raise errors.InvalidArgumentError(f"weights must be 1-d, got shape {array.shape}")
+        weight_list = array.tolist()
+    draws = 0
+    if num_samples is not None:
+        if weights is None and not mixing:
+            raise errors.InvalidArgumentError("num_samples counts weighted draws: it needs weights or mix")
+        draws = _count("num_samples", num_samples, 2**64 - 1)
+        if draws == 0:
+            raise errors.InvalidArgumentError("num_samples must be at least 1")
+    return subset, weight_list, draws
 
 
 def _state_json(state):

@@ -68,6 +68,34 @@ class Dataset(torch.utils.data.Dataset):
         return self._length
 
     @property
+    def root(self):
+        """The dataset's path (ImageFolder's root)."""
+        return self.path
+
+    @property
+    def imgs(self):
+        """ImageFolder's alias of samples."""
+        return self.samples
+
+    def find_classes(self, directory=None):
+        """ImageFolder's (classes, class_to_idx): the dataset's, fixed when it was converted
+        (`directory` is accepted for the signature's sake and must be None or this root)."""
+        if directory is not None and os.fspath(directory) != self.path:
+            raise ValueError(f"a packrec dataset's classes are its own; {directory!r} is not {self.path!r}")
+        return list(self.classes), dict(self.class_to_idx)
+
+    def __repr__(self):
+        lines = [f"Number of datapoints: {self._length}", f"Root location: {self.path}",
+                 f"Format: {self.format}, {len(self.classes)} classes, decode={self.decode!r}, "
+                 f"target={self.target!r}"]
+        if self.fields:
+            lines.append("Fields: " + ", ".join(field["name"] for field in self.fields))
+        for name, value in (("Transform", self.transform), ("Target transform", self.target_transform)):
+            if value is not None:
+                lines.append(f"{name}: " + repr(value).replace("\n", "\n    "))
+        return "packrec.torch.Dataset\n" + "\n".join("    " + line for line in lines)
+
+    @property
     def reader(self):
         """This process's packrec dataset, opened on first use in each process."""
         pid = os.getpid()
@@ -102,6 +130,8 @@ class Dataset(torch.utils.data.Dataset):
         return self._samples
 
     def __getitem__(self, index):
+        if isinstance(index, slice):  # ds[a:b] -> a list of (image, target), as a list would
+            return [self[i] for i in range(*index.indices(self._length))]
         if self.target == "label":
             data, target, _ = self.reader._item(index)
         else:

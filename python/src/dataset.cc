@@ -67,19 +67,35 @@ py::dict FieldSpecToPython(const FieldSpec& spec) {
 
 class Dataset {
  public:
-  Dataset(std::string path, bool verify_checksums) : path_(std::move(path)) {
+  Dataset(std::string path, bool verify_checksums) : Dataset(std::vector{path}, verify_checksums) {}
+
+  // Several paths: the datasets concatenated (ConcatenateDatasets), in this order.
+  Dataset(std::vector<std::string> paths, bool verify_checksums)
+      : paths_(std::move(paths)), verify_checksums_(verify_checksums) {
+    if (paths_.empty()) ThrowStatus(Status::InvalidArgument("open: no dataset path given"));
     OpenOptions options;
     options.verify_checksums = verify_checksums;
-    verify_checksums_ = verify_checksums;
-    Result<std::unique_ptr<Reader>> opened = [&] {
-      ReleasedGil release;
-      return OpenDataset(path_, options);
-    }();
-    reader_ = ValueOrThrow(std::move(opened));
+    std::vector<std::shared_ptr<const Reader>> parts;
+    for (const std::string& path : paths_) {
+      Result<std::unique_ptr<Reader>> opened = [&] {
+        ReleasedGil release;
+        return OpenDataset(path, options);
+      }();
+      parts.push_back(ValueOrThrow(std::move(opened)));
+      part_sizes_.push_back(parts.back()->size());
+      path_ += (path_.empty() ? "" : " + ") + path;
+    }
+    reader_ =
+        parts.size() == 1
+            ? std::move(parts.front())
+            : std::shared_ptr<const Reader>(ValueOrThrow(ConcatenateDatasets(std::move(parts))));
   }
 
   std::uint64_t size() const { return reader_->size(); }
+  // The path; for a concatenation, the paths joined by " + " (`paths` has them apart).
   const std::string& path() const { return path_; }
+  const std::vector<std::string>& paths() const { return paths_; }
+  const std::vector<std::uint64_t>& part_sizes() const { return part_sizes_; }
   bool verify_checksums() const { return verify_checksums_; }
   const std::shared_ptr<const Reader>& reader() const { return reader_; }
 
@@ -302,6 +318,8 @@ class Dataset {
     return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
   }
 
+  std::vector<std::string> paths_;
+  std::vector<std::uint64_t> part_sizes_;  // each path's records, in order
   std::string path_;
   bool verify_checksums_ = true;
   std::shared_ptr<const Reader> reader_;
@@ -318,10 +336,39 @@ void BindDataset(py::module_& module) {
                       "A packrec dataset (shard, LMDB or HDF5) as a sequence of "
                       "(bytes, label, key); open it with packrec.open")
       .def(py::init<std::string, bool>(), py::arg("path"), py::arg("verify_checksums") = true)
+      .def(py::init<std::vector<std::string>, bool>(), py::arg("paths"),
+           py::arg("verify_checksums") = true)
       .def("__len__", &Dataset::size)
       .def("__getitem__", &Dataset::Get, py::arg("index"),
-           "(encoded image bytes, label, key) of record `index`; with fields, a packrec.Record "
-           "(that tuple, with each field as rec['name'] and rec.name)")
+           "(encoded image bytes, label, key) of record `index` (the bytes a copy, owned by "
+           "Python); with fields, a packrec.Record (that tuple, with each field as rec['name'] "
+           "and rec.name)")
+      .def(
+          "__getitem__",
+          [](const Dataset& dataset, const py::slice& slice) {
+            std::size_t start = 0, stop = 0, step = 0, length = 0;
+            if (!slice.compute(dataset.size(), &start, &stop, &step, &length)) {
+              throw py::error_already_set();
+            }
+            py::list records;
+            for (std::size_t i = 0; i < length; ++i) {
+              records.append(dataset.Get(static_cast<std::int64_t>(start + i * step)));
+            }
+            return records;
+          },
+          py::arg("index"), "ds[a:b:c]: a list of the records, as a list's slice")
+      .def("__repr__",
+           [](const Dataset& dataset) {
+             const DatasetInfo& info = dataset.reader()->info();
+             std::string fields;
+             for (const FieldSpec& field : info.fields) {
+               fields += (fields.empty() ? "" : ", ") + field.name;
+             }
+             return "packrec.Dataset(" + py::repr(py::str(dataset.path())).cast<std::string>() +
+                    ", format='" + info.format + "', records=" + std::to_string(info.record_count) +
+                    ", classes=" + std::to_string(info.classes.size()) +
+                    (fields.empty() ? "" : ", fields=[" + fields + "]") + ")";
+           })
       .def("_item", &Dataset::Item, py::arg("index"),
            "(encoded image bytes, label, key) of record `index`, without its fields")
       .def("sample", &Dataset::Sample, py::arg("index"),
@@ -342,6 +389,11 @@ void BindDataset(py::module_& module) {
       .def("verify", &Dataset::Verify, py::arg("deep") = false,
            "Checks every checksum (deep: decodes every image too); returns the problems found")
       .def_property_readonly("path", &Dataset::path)
+      .def_property_readonly("paths", &Dataset::paths,
+                             "The datasets read, in order (one, or the parts of a concatenation)")
+      .def_property_readonly("part_sizes", &Dataset::part_sizes,
+                             "Records of each of `paths`: part k's records start after the "
+                             "previous parts'")
       .def_property_readonly(
           "format", [](const Dataset& dataset) { return dataset.reader()->info().format; },
           "shard, lmdb or hdf5")
@@ -352,10 +404,13 @@ void BindDataset(py::module_& module) {
       .def(py::pickle(
           // A dataset pickles as its path: spawned DataLoader workers reopen it themselves.
           [](const Dataset& dataset) {
-            return py::make_tuple(dataset.path(), dataset.verify_checksums());
+            return py::make_tuple(dataset.paths(), dataset.verify_checksums());
           },
           [](const py::tuple& state) {
-            return Dataset(state[0].cast<std::string>(), state[1].cast<bool>());
+            if (py::isinstance<py::str>(state[0])) {  // pickled by an earlier packrec
+              return Dataset(state[0].cast<std::string>(), state[1].cast<bool>());
+            }
+            return Dataset(state[0].cast<std::vector<std::string>>(), state[1].cast<bool>());
           }));
 }
 

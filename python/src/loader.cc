@@ -9,6 +9,7 @@
 
 #include <mutex>
 #include <string>
+#include <tuple>
 
 #include "bindings.h"
 #include "packrec/gpu.h"
@@ -298,7 +299,9 @@ void BindLoader(py::module_& module) {
                        bool random_flip, const std::string& on_bad_record, bool pin_memory,
                        std::optional<int> cuda_device, std::optional<py::tuple> normalize,
                        const std::optional<std::string>& resume_from,
-                       std::vector<std::string> fields) {
+                       std::vector<std::string> fields, std::vector<std::uint64_t> subset,
+                       std::vector<double> weights, std::uint64_t samples_per_epoch,
+                       const std::vector<std::tuple<std::uint64_t, std::uint64_t, double>>& mix) {
              std::optional<Normalize> norm;
              if (normalize) {
                Normalize n;
@@ -309,13 +312,18 @@ void BindLoader(py::module_& module) {
                n.half = (*normalize)[2].cast<bool>();
                norm = n;
              }
-             return std::make_unique<PyLoader>(
-                 dataset,
-                 MakeOptions(batch_size, threads, prefetch, shuffle, seed, shuffle_window,
-                             last_batch, rank, world_size, transform, output_size, resize_size,
-                             scale, ratio, random_flip, on_bad_record, pin_memory,
-                             std::move(fields)),
-                 cuda_device, norm, resume_from);
+             LoaderOptions options = MakeOptions(
+                 batch_size, threads, prefetch, shuffle, seed, shuffle_window, last_batch, rank,
+                 world_size, transform, output_size, resize_size, scale, ratio, random_flip,
+                 on_bad_record, pin_memory, std::move(fields));
+             options.subset = std::move(subset);
+             options.weights = std::move(weights);
+             options.samples_per_epoch = samples_per_epoch;
+             for (const auto& [first, count, proportion] : mix) {
+               options.mix.push_back({first, count, proportion});
+             }
+             return std::make_unique<PyLoader>(dataset, std::move(options), cuda_device, norm,
+                                               resume_from);
            }),
            py::arg("dataset"), py::arg("batch_size"), py::arg("threads"), py::arg("prefetch"),
            py::arg("shuffle"), py::arg("seed"), py::arg("shuffle_window"), py::arg("last_batch"),
@@ -323,7 +331,10 @@ void BindLoader(py::module_& module) {
            py::arg("resize_size"), py::arg("scale"), py::arg("ratio"), py::arg("random_flip"),
            py::arg("on_bad_record"), py::arg("pin_memory"), py::arg("cuda_device"),
            py::arg("normalize"), py::arg("resume_from"),
-           py::arg("fields") = std::vector<std::string>{})
+           py::arg("fields") = std::vector<std::string>{},
+           py::arg("subset") = std::vector<std::uint64_t>{},
+           py::arg("weights") = std::vector<double>{}, py::arg("samples_per_epoch") = 0,
+           py::arg("mix") = std::vector<std::tuple<std::uint64_t, std::uint64_t, double>>{})
       .def("start_epoch", &PyLoader::StartEpoch, py::arg("epoch"))
       .def("state", &PyLoader::State)
       .def("resume", &PyLoader::Resume, py::arg("state"))

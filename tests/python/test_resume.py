@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import numpy
 import pytest
 
 import packrec
@@ -282,3 +283,143 @@ def test_torch_distributed_job_resumed_on_another_world_size(datasets, tmp_path)
     checkpoint.write_text(json.dumps(first["state"]))
     second = run_ddp(path, tmp_path, world=4, stop=0, resume_file=checkpoint)
     assert first["steps"] + second["steps"] == reference
+
+
+def test_a_subset_is_read_in_order_shuffled_and_resumed_exactly(datasets):
+    path = datasets["shard"]
+    subset = list(range(0, 120, 3))[::-1]  # a "validation fold", in an order of its own
+    ordered = make(path, shuffle=False, indices=subset)
+    assert indices(ordered.batches()) == subset
+    whole_loader = make(path, indices=subset)
+    whole_loader.set_epoch(1)
+    whole = indices(whole_loader.batches())
+    assert sorted(whole) == sorted(subset) and whole != subset
+    for k in (0, 2, len(whole_loader)):
+        first = make(path, indices=subset)
+        first.set_epoch(1)
+        it = first.batches()
+        taken = [int(i) for _ in range(k) for i in next(it).indices]
+        rest = indices(make(path, indices=subset, resume_from=first.state_dict()).batches())
+        assert taken + rest == whole, k
+    # A state of this subset resumes no other selection, nor the whole dataset.
+    state = make(path, indices=subset).state_dict()
+    with pytest.raises(errors.InvalidArgumentError, match="subset/weights"):
+        make(path, indices=subset[1:], resume_from=state)
+    with pytest.raises(errors.InvalidArgumentError, match="subset/weights"):
+        make(path, resume_from=state)
+    with pytest.raises(errors.InvalidArgumentError, match="past the dataset's 120 records"):
+        make(path, indices=[5, 120])
+    with pytest.raises(errors.InvalidArgumentError, match="shards"):
+        make(path, indices=[1, 2], shuffle="shards", last_batch="drop")
+
+
+def test_weights_draw_as_weighted_random_sampler_and_resume_exactly(datasets):
+    path = datasets["shard"]
+    labels = packrec.open(path).labels
+    # Class balancing as in the torch recipe: weight = 1 / class frequency, here with class 0
+    # left out entirely (weight 0) and class 1 three times as likely as each other class.
+    counts = numpy.bincount(labels)
+    weights = numpy.array([0.0 if label == 0 else (3.0 if label == 1 else 1.0) / counts[label]
+                           for label in labels])
+    loader = make(path, weights=weights, num_samples=2000, batch_size=50)
+    assert len(loader) == 40 and loader.records_per_epoch == 2000
+    drawn = indices(loader.batches())
+    assert len(drawn) == 2000
+    drawn_labels = labels[drawn]
+    assert (drawn_labels != 0).all()
+    share = (drawn_labels == 1).mean()
+    expected = 3 / (3 + (len(counts) - 2))
+    assert abs(share - expected) < 0.05, (share, expected)
+    # A pure function of (seed, epoch, position): the same draws again, other ones next epoch.
+    again = make(path, weights=weights, num_samples=2000, batch_size=50)
+    assert indices(again.batches()) == drawn
+    assert indices(again.batches()) != drawn  # epoch 1
+    first = make(path, weights=weights, num_samples=2000, batch_size=50)
+    it = first.batches()
+    taken = [int(i) for _ in range(13) for i in next(it).indices]
+    rest = indices(make(path, weights=weights, num_samples=2000, batch_size=50,
+                        resume_from=first.state_dict()).batches())
+    assert taken + rest == drawn
+    # Weights over a subset: one per entry.
+    subset = [i for i in range(120) if labels[i] == 2]
+    only = indices(make(path, indices=subset, weights=[1.0] * len(subset)).batches())
+    assert set(only) <= set(subset) and len(only) == len(subset)
+    for bad, match in [([1.0] * 5, "one per record is 120"), ([-1.0] + [1.0] * 119, "finite and >= 0"),
+                       ([0.0] * 120, "at least one must be above 0")]:
+        with pytest.raises(errors.InvalidArgumentError, match=match):
+            make(path, weights=bad)
+    with pytest.raises(errors.InvalidArgumentError, match="shuffle 'global'"):
+        make(path, weights=[1.0] * 120, shuffle=False)
+    with pytest.raises(errors.InvalidArgumentError, match="needs weights or mix"):
+        make(path, num_samples=10)
+
+
+def test_after_a_break_state_dict_describes_the_next_iteration(datasets):
+    path = datasets["shard"]
+    whole = indices(make(path).batches())
+    loader = make(path)
+    taken = []
+    for n, batch in enumerate(loader.batches()):
+        taken += [int(i) for i in batch.indices]
+        if n == 4:
+            break
+    state = loader.state_dict()
+    assert (state["epoch"], state["position"]) == (0, 35)
+    resumed = indices(make(path, resume_from=state).batches())
+    rest = indices(loader.batches())  # iterating again continues, as the state says
+    assert rest == resumed and taken + rest == whole
+    assert loader.state_dict()["epoch"] == 1 and loader.state_dict()["position"] == 0
+    # A break after the last batch: the next iteration is the next epoch, not an empty one.
+    for batch in loader.batches():
+        last = batch
+    assert last is not None
+    loader.set_epoch(3)
+    for n, batch in enumerate(loader.batches()):
+        if n == len(loader) - 1:
+            break
+    assert loader.state_dict()["epoch"] == 4
+    assert len(indices(loader.batches())) == 120
+
+
+def test_the_default_transform_follows_shuffle(datasets):
+    path = datasets["shard"]
+    assert packrec.Loader(path, threads=1).transform == "train"
+    assert packrec.Loader(path, threads=1, shuffle=False).transform == "eval"
+    assert packrec.Loader(path, threads=1, shuffle=False, transform="train").transform == "train"
+
+
+def test_mixing_datasets_in_set_proportions_is_deterministic_and_resumes_exactly(datasets, tmp_path):
+    first = datasets["shard"]
+    packrec.synth(tmp_path / "other-tree", classes=2, per_class=15, seed=9)
+    second = tmp_path / "other.pkr"
+    packrec.convert(tmp_path / "other-tree", second)
+    both = packrec.open([first, second])
+    assert both.part_sizes == [120, 30] and len(both) == 150 and both.format == "concat"
+    assert both[120][2] == packrec.open(second)[0][2] and both[-1][2] == packrec.open(second)[-1][2]
+    assert both.labels.tolist() == packrec.open(first).labels.tolist() + packrec.open(second).labels.tolist()
+    # A list of datasets without proportions: every record of each once an epoch (ConcatDataset).
+    assert sorted(indices(make([first, second]).batches())) == list(range(150))
+    # Proportions: dataset k with probability p_k / sum, whatever its size.
+    mixed = make([first, second], mix=[0.2, 0.8], num_samples=1400, batch_size=50)
+    drawn = indices(mixed.batches())
+    assert len(drawn) == 1400 and len(mixed) == 28
+    share = sum(i >= 120 for i in drawn) / len(drawn)
+    assert abs(share - 0.8) < 0.05, share
+    assert indices(make({os.fspath(first): 0.2, os.fspath(second): 0.8}, num_samples=1400,
+                        batch_size=50).batches()) == drawn  # the same mix, given as a dict
+    stopped = make([first, second], mix=[0.2, 0.8], num_samples=1400, batch_size=50)
+    it = stopped.batches()
+    taken = [int(i) for _ in range(11) for i in next(it).indices]
+    state = stopped.state_dict()
+    rest = indices(make([first, second], mix=[0.2, 0.8], num_samples=1400, batch_size=50,
+                        resume_from=state).batches())
+    assert taken + rest == drawn
+    # Another mix, or the datasets in another order, is another sequence: refused.
+    with pytest.raises(errors.InvalidArgumentError, match="subset/weights"):
+        make([first, second], mix=[0.5, 0.5], num_samples=1400, batch_size=50, resume_from=state)
+    with pytest.raises(errors.InvalidArgumentError, match="fingerprint"):
+        make([second, first], mix=[0.8, 0.2], num_samples=1400, batch_size=50, resume_from=state)
+    with pytest.raises(errors.InvalidArgumentError, match="2 proportions for 1 datasets"):
+        make(first, mix=[0.5, 0.5])
+    with pytest.raises(errors.InvalidArgumentError, match="at least one must be above 0"):
+        make([first, second], mix=[0, 0])

@@ -64,3 +64,37 @@ def test_drop_in_for_image_folder(tree, datasets):
     assert ds.key(0) == packrec.open(datasets["shard"])[0][2]
     with pytest.raises(ValueError, match="decode must be one of"):
         Dataset(datasets["shard"], decode="jpeg")
+
+
+def test_image_folder_attributes_samplers_and_splits_work_as_with_image_folder(tree, datasets):
+    torchvision = pytest.importorskip("torchvision")
+    folder = torchvision.datasets.ImageFolder(tree)
+    ds = Dataset(datasets["shard"])
+    assert ds.targets == folder.targets
+    assert [label for _, label in ds.samples] == [label for _, label in folder.samples]
+    # The keys are the paths below the tree: the samples name the same files under another root.
+    assert [os.path.relpath(p, ds.root) for p, _ in ds.imgs] == \
+        [os.path.relpath(p, tree) for p, _ in folder.imgs]
+    assert ds.root == os.fspath(datasets["shard"])
+    assert ds.find_classes() == folder.find_classes(tree)
+    # Class balancing with torch's own sampler, from targets alone (no image read).
+    counts = numpy.bincount(ds.targets)
+    weights = [1.0 / counts[t] for t in ds.targets]
+    sampler = torch.utils.data.WeightedRandomSampler(weights, num_samples=3000,
+                                                     generator=torch.Generator().manual_seed(0))
+    drawn = numpy.bincount([ds.targets[i] for i in sampler], minlength=len(counts))
+    assert (abs(drawn / 3000 - 1 / len(counts)) < 0.05).all(), drawn
+    # A stratified split by hand (scikit-learn's train_test_split(stratify=ds.targets) takes the
+    # same list), then Subset, as with ImageFolder.
+    val = [i for c in range(len(counts)) for i in numpy.flatnonzero(numpy.array(ds.targets) == c)[:5]]
+    subset = torch.utils.data.Subset(ds, val)
+    assert [label for _, label in subset] == [ds.targets[i] for i in val]
+    # Slices, as a list's, and a repr that says what it is.
+    assert [label for _, label in ds[2:6]] == ds.targets[2:6]
+    assert len(ds[::-1]) == len(ds)
+    text = repr(ds)
+    assert "Number of datapoints: 120" in text and f"Root location: {ds.root}" in text
+    plain = packrec.open(datasets["shard"])
+    assert "records=120" in repr(plain) and "format='shard'" in repr(plain)
+    assert [record[2] for record in plain[1:4]] == [plain[i][2] for i in (1, 2, 3)]
+    assert isinstance(plain.labels, numpy.ndarray) and plain.labels.tolist() == ds.targets
