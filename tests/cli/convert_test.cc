@@ -371,7 +371,7 @@ TEST_CASE("extract refuses escaping keys, control characters and collisions; rep
     CHECK(extracted.status().message().find("record 1") != std::string::npos);
     // The message cannot be forged into two lines by the key.
     CHECK(extracted.status().message().find('\n') == std::string::npos);
-    CHECK(fs::is_empty(ds.string() + "-out"));
+    CHECK_FALSE(fs::exists(ds.string() + "-out"));  // the folder it made is gone again
   }
   CHECK(test::ReadBytes(dir / "canary").size() == std::string("untouched").size());
   CHECK_FALSE(fs::exists(dir / "escape.jpg"));
