@@ -19,14 +19,40 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator  # noqa: E402
 
 SOURCES = ["files", "shard", "lmdb", "hdf5"]
 NAMES = {"files": "loose files", "shard": "shard", "lmdb": "LMDB", "hdf5": "HDF5"}
 
 
 def label(report):
+    """The panel's title: the report's file (what tells two runs on one machine apart), then the
+    machine, disk and date."""
     m = report["machine"]
-    return f"{m['cores']} cores, {m['data_filesystem']} ({m['data_device_kind']}), {report['started_at'][:10]}"
+    return (f"{report['_name']}: {m['cores']} cores, {m['data_filesystem']} "
+            f"({m['data_device_kind']}), {report['started_at'][:10]}")
+
+
+def compact(value):
+    """12,345 -> '12.3k': short enough to sit on a bar."""
+    for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= limit:
+            return f"{value / limit:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def log_axis(axis):
+    """A log axis with labelled ticks at 1, 2 and 5 of each decade (10k, 20k, 50k, ...)."""
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: compact(value)))
+    axis.set_minor_formatter(FuncFormatter(lambda *_: ""))
+
+
+def empty_panel(ax, report, what):
+    ax.text(0.5, 0.5, f"no {what} in this report", ha="center", va="center",
+            transform=ax.transAxes, fontsize=10, color="gray")
+    ax.set_title(label(report), fontsize=9)
+    ax.set_axis_off()  # not set_xticks([]): the axis may be shared with a panel that has figures
 
 
 def best(rows, **match):
@@ -36,18 +62,27 @@ def best(rows, **match):
 
 def plot_access(reports, out):
     combos = [(o, c) for o in ("sequential", "random") for c in ("cold", "warm")]
-    fig, axes = plt.subplots(1, len(reports), figsize=(7 * len(reports), 4.5), squeeze=False)
+    # One value axis for every panel: reports side by side compare bar for bar.
+    fig, axes = plt.subplots(1, len(reports), figsize=(7 * len(reports), 4.8), squeeze=False,
+                             sharey=True)
     for ax, report in zip(axes[0], reports):
         sources = [s for s in SOURCES if any(r["source"] == s for r in report["access"])]
+        if not sources:
+            empty_panel(ax, report, "access-pattern figures")
+            continue
         width = 0.8 / len(combos)
         for i, (order, cache) in enumerate(combos):
             values = [best(report["access"], source=s, order=order, cache=cache, engine="threads")
                       for s in sources]
-            ax.bar([x + i * width for x in range(len(sources))], values, width,
-                   label=f"{order}, {cache}")
+            bars = ax.bar([x + i * width for x in range(len(sources))], values, width,
+                          label=f"{order}, {cache}")
+            ax.bar_label(bars, labels=[compact(v) if v else "" for v in values], fontsize=6,
+                         rotation=90, padding=2)
         ax.set_xticks([x + width * (len(combos) - 1) / 2 for x in range(len(sources))])
         ax.set_xticklabels([NAMES[s] for s in sources])
         ax.set_yscale("log")
+        log_axis(ax.yaxis)
+        ax.margins(y=0.15)
         ax.set_ylabel("records/s (best reader count, log scale)")
         ax.set_title(label(report), fontsize=9)
         ax.legend(fontsize=8)
@@ -59,18 +94,28 @@ def plot_access(reports, out):
 
 
 def plot_scaling(reports, out):
-    fig, axes = plt.subplots(2, len(reports), figsize=(7 * len(reports), 8), squeeze=False)
+    fig, axes = plt.subplots(2, len(reports), figsize=(7 * len(reports), 8), squeeze=False,
+                             sharey="row")
     for col, report in enumerate(reports):
         ax = axes[0][col]
+        if not any(r["sweep"] == "threads" for r in report["stages"]):
+            empty_panel(ax, report, "decode thread sweep (bench ran with --no-stages)")
         for stage in ("decode", "decode+augment"):
             rows = sorted((r["threads"], r["images_per_s"]) for r in report["stages"]
                           if r["stage"] == stage and r["sweep"] == "threads")
             if rows:
                 ax.plot(*zip(*rows), marker="o", label=stage)
+                for threads, rate in rows:
+                    ax.annotate(compact(rate), (threads, rate), textcoords="offset points",
+                                xytext=(0, 5), ha="center", fontsize=7)
+        threads = sorted({r["threads"] for r in report["stages"] if r["sweep"] == "threads"})
+        if threads:
+            ax.set_xticks(threads)  # whole threads, not 1.2 of one
         ax.set_xlabel("decode threads")
         ax.set_ylabel("images/s")
-        ax.set_title("decode thread sweep — " + label(report), fontsize=9)
-        ax.legend(fontsize=8)
+        ax.set_title("decode thread sweep: " + label(report), fontsize=9)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
         ax = axes[1][col]
         cache = "cold" if any(r["cache"] == "cold" for r in report["access"]) else "warm"
@@ -84,10 +129,13 @@ def plot_scaling(reports, out):
                             linestyle="-" if engine == "threads" else "--",
                             label=NAMES[source] + (" (io_uring depth)" if engine == "io_uring" else ""))
         ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
         ax.set_xlabel("readers (or io_uring queue depth)")
         ax.set_ylabel("records/s")
-        ax.set_title(f"random order, {cache} cache: the num_workers question", fontsize=9)
-        ax.legend(fontsize=8)
+        ax.set_title(f"random order, {cache} cache: the num_workers question ({report['_name']})",
+                     fontsize=9)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "scaling.png"), dpi=110)
@@ -95,8 +143,12 @@ def plot_scaling(reports, out):
 
 
 def plot_stages(reports, out):
-    fig, axes = plt.subplots(1, len(reports), figsize=(7 * len(reports), 4.5), squeeze=False)
+    fig, axes = plt.subplots(1, len(reports), figsize=(7 * len(reports), 4.8), squeeze=False,
+                             sharex=True)
     for ax, report in zip(axes[0], reports):
+        if not report["stages"]:
+            empty_panel(ax, report, "loader-stage figures (bench ran with --no-stages)")
+            continue
         top = max((r["threads"] for r in report["stages"] if r["stage"] == "decode+augment"),
                   default=1)
         names, values = [], []
@@ -115,15 +167,18 @@ def plot_stages(reports, out):
         bottleneck = report["bottleneck"]
         colors = ["tab:red" if n.split(" ")[0] == bottleneck else
                   "tab:green" if n.startswith("pipeline") else "tab:blue" for n in names]
-        ax.barh(names, values, color=colors)
+        bars = ax.barh(names, values, color=colors)
+        ax.bar_label(bars, labels=[compact(v) for v in values], fontsize=7, padding=2)
         ax.set_xscale("log")
+        log_axis(ax.xaxis)
+        ax.margins(x=0.15)
         ax.invert_yaxis()
         ax.set_xlabel("images/s (log scale); red: the bottleneck, green: all stages together")
         rate = report["starvation"]["consumer_images_per_s"] if report["starvation"] else None
         if rate:
             ax.axvline(rate, color="black", linestyle=":", label=f"consumer {rate:,.0f} images/s")
             ax.legend(fontsize=8)
-        ax.set_title(f"loader stages at {top} threads — " + label(report), fontsize=9)
+        ax.set_title(f"loader stages at {top} threads: " + label(report), fontsize=9)
         ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "stages.png"), dpi=110)
@@ -143,7 +198,13 @@ def main():
         if report.get("schema") != "packrec-bench/1":
             print(f"{path}: not a packrec bench report (schema {report.get('schema')!r})")
             return 1
+        report["_name"] = os.path.splitext(os.path.basename(path))[0]
         reports.append(report)
+    # Two files of one name (a/bench.json, b/bench.json) get their folder too.
+    names = [r["_name"] for r in reports]
+    for report, path in zip(reports, sys.argv[2:]):
+        if names.count(report["_name"]) > 1:
+            report["_name"] = os.path.relpath(path)
     plot_access(reports, out)
     plot_scaling(reports, out)
     plot_stages(reports, out)

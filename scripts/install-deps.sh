@@ -17,6 +17,7 @@ packages=(
   # the Python bindings (python/), their tests, pip install . and examples/train_resnet.py
   pybind11-dev python3-dev python3-numpy python3-pytest python3-torch python3-torchvision python3-pil
   python3-venv python3-pip python3-setuptools python3-wheel
+  python3-matplotlib  # benchmarks/plot_bench.py (README, Use)
 )
 missing=()
 for package in "${packages[@]}"; do

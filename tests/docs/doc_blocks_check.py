@@ -10,7 +10,7 @@ the shell blocks share the working directory and exported variables (a block's `
 document's first Python block, with the shell's environment and folder at that point). README.md
 starts from a bare environment (no packrec on PATH, no PYTHONPATH): its "Use" block has to make
 them work itself, as it tells the user to. Any other document starts after `. scripts/env.sh`.
-The folder holds a link `scripts` to the repository's, as a user's checkout does.
+The folder holds links `scripts` and `benchmarks` to the repository's, as a user's checkout does.
 
 A block runs as written. An HTML comment right before it (invisible on GitHub) may say:
     <!-- doc-test given:
@@ -77,8 +77,12 @@ class Session:
         self.python = None
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
         env["PYTHONDONTWRITEBYTECODE"] = "1"
+        # The shell of a Debian machine: `python3` is Debian's (with the apt packages the set-up
+        # installed), not a python3 of pyenv or a venv earlier on this PATH.
+        env["PATH"] = "/usr/bin:/bin:" + env.get("PATH", "")
         self.base_env = env
-        (folder / "scripts").symlink_to(root / "scripts")
+        for name in ("scripts", "benchmarks"):
+            (folder / name).symlink_to(root / name)
         self.cwd_file.write_text(str(folder))
         self.run_shell(". scripts/env.sh" if after_setup else ":", "set-up")
 
