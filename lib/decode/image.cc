@@ -12,6 +12,7 @@
 
 #include "core/endian.h"
 #include "decode/codecs.h"
+#include "decode/foreign.h"
 #include "packrec/decode.h"
 
 namespace packrec {
@@ -30,18 +31,23 @@ unsigned At(std::span<const std::byte> bytes, std::size_t i) {
 // Names what a file that is neither JPEG nor PNG probably is, for the reject message.
 std::string DescribeUnsupported(std::span<const std::byte> bytes) {
   if (bytes.empty()) return "empty file";
-  if (StartsWith(bytes, "BM", 2)) return "unsupported encoding (BMP); packrec stores JPEG and PNG";
+  if (StartsWith(bytes, "BM", 2))
+    return "unsupported encoding (BMP); packrec stores JPEG and PNG (convert transcodes BMP to "
+           "them)";
   if (StartsWith(bytes, "GIF8", 4))
-    return "unsupported encoding (GIF); packrec stores JPEG and PNG";
+    return "unsupported encoding (GIF); packrec stores JPEG and PNG (convert transcodes GIF to "
+           "them)";
   if (bytes.size() >= 12 && StartsWith(bytes, "RIFF", 4) &&
       std::memcmp(bytes.data() + 8, "WEBP", 4) == 0) {
-    return "unsupported encoding (WebP); packrec stores JPEG and PNG";
+    return "unsupported encoding (WebP); packrec stores JPEG and PNG and does not read WebP yet";
   }
   if (StartsWith(bytes, "II*\0", 4) || StartsWith(bytes, "MM\0*", 4)) {
-    return "unsupported encoding (TIFF); packrec stores JPEG and PNG";
+    return "unsupported encoding (TIFF); packrec stores JPEG and PNG (convert transcodes TIFF to "
+           "them)";
   }
   if (StartsWith(bytes, "P", 1) && bytes.size() > 1 && At(bytes, 1) >= '1' && At(bytes, 1) <= '6') {
-    return "unsupported encoding (PNM); packrec stores JPEG and PNG";
+    return "unsupported encoding (PNM); packrec stores JPEG and PNG (convert transcodes PNM to "
+           "them)";
   }
   char hex[48];
   std::snprintf(hex, sizeof hex, "%02x %02x %02x %02x", At(bytes, 0),
@@ -149,6 +155,9 @@ Result<Pixels> DecodeAny(std::span<const std::byte> bytes, std::uint32_t min_sho
   if (bytes.size() >= 2 && At(bytes, 0) == 0xFF && At(bytes, 1) == 0xD8) {
     return DecodeJpeg(bytes, min_short_side);
   }
+  // BMP, GIF, TIFF, PPM/PGM: what convert transcodes (foreign.h), so --quality and the HDF5
+  // pixels layout take them too.
+  if (!ForeignImageKind(bytes).empty()) return DecodeForeign(bytes);
   return Status::InvalidInput(DescribeUnsupported(bytes));
 }
 

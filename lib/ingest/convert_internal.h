@@ -40,6 +40,12 @@ struct Prepared {
   // (field index, value) of each field value the input carries: its side files, its metadata
   // row, a container record's fields.
   std::vector<std::pair<std::size_t, std::vector<std::byte>>> field_values = {};
+  // A BMP, GIF, TIFF or PPM/PGM stored transcoded: the extension its key takes (".png", ".jpg");
+  // empty: the key stays the input's.
+  std::string stored_extension = {};
+
+  // The key the record is stored under: `key`, its extension replaced by stored_extension.
+  std::string StoredKey(std::string_view key) const;
 
   // One view per field of a schema of `field_count` fields, for RecordInput::fields: the values
   // above, absent where the input has none. Valid while this Prepared is.

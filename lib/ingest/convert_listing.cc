@@ -178,7 +178,8 @@ Status AddItem(std::size_t i, const SourceItem& item, std::vector<std::uint64_t>
   }
   points.Adding(i, input_bytes_before, prepared.input_stamp);
   const std::vector<FieldView> fields = prepared.FieldViews(field_records.size());
-  RecordInput record{item.key, item.label, prepared.bytes, prepared.image};
+  const std::string key = prepared.StoredKey(item.key);
+  RecordInput record{key, item.label, prepared.bytes, prepared.image};
   record.fields = fields;
   PACKREC_RETURN_IF_ERROR(loop.Add(writer, record));
   for (std::size_t field = 0; field < fields.size(); ++field) {

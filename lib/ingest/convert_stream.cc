@@ -226,7 +226,8 @@ Status PumpRecords(SourcePump& pump, DatasetWriter& writer, RecordLoop& loop, Co
     if (prepared.status.ok()) {
       const Status routed = router.Route(prepared.field_values, writer, fields);
       if (!routed.ok()) return routed.WithContext(record.origin);
-      RecordInput input{record.key, record.label, prepared.bytes, prepared.image, pumped.checksum};
+      const std::string key = prepared.StoredKey(record.key);
+      RecordInput input{key, record.label, prepared.bytes, prepared.image, pumped.checksum};
       input.fields = fields;
       // Every source checks its values as it reads them (RecordSource), or reads them from a
       // packrec dataset, which did.

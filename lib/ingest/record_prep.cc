@@ -6,6 +6,7 @@
 #include "core/checksum.h"
 #include "core/endian.h"
 #include "core/keys.h"
+#include "decode/foreign.h"
 #include "ingest/convert_internal.h"
 #include "packrec/image.h"
 #include "storage/field_block.h"
@@ -44,7 +45,9 @@ Prepared PrepareBytes(Result<std::vector<std::byte>> bytes, const ConvertOptions
   }
   prepared.input_bytes = bytes->size();
   Result<ImageInfo> image = ProbeImage(*bytes);
-  if (!image.ok()) {
+  // BMP, GIF, TIFF, PPM/PGM are not stored as they are: transcoded below (foreign.h).
+  const bool foreign = !image.ok() && !ForeignImageKind(*bytes).empty();
+  if (!image.ok() && !foreign) {
     prepared.status = image.status();
     return prepared;
   }
@@ -64,13 +67,17 @@ Prepared PrepareBytes(Result<std::vector<std::byte>> bytes, const ConvertOptions
                                false};
     return prepared;
   }
-  if (options.resize_short > 0 || options.quality > 0) {
+  const bool reencode = options.resize_short > 0 || options.quality > 0;
+  if (reencode || foreign) {
     Result<std::vector<std::byte>> transcoded =
-        TranscodeToJpeg(*bytes, options.resize_short, options.quality);
+        reencode ? TranscodeToJpeg(*bytes, options.resize_short, options.quality)
+                 : TranscodeForeignToPng(*bytes);
     if (!transcoded.ok()) {
       prepared.status = transcoded.status();
       return prepared;
     }
+    // The key says what is stored: extract then writes a .png (.jpg) that is one.
+    if (foreign) prepared.stored_extension = reencode ? ".jpg" : ".png";
     image = ProbeImage(*transcoded);
     if (!image.ok()) {
       prepared.status = image.status().WithContext("after re-encoding");
@@ -90,6 +97,13 @@ std::uint64_t InputStamp(std::string_view key, const FileStamp& stamp) {
   StoreLE<std::uint64_t>(&fields[0], stamp.size);
   StoreLE<std::int64_t>(&fields[8], stamp.mtime_ns);
   return Xxh64(fields, Xxh64(key));
+}
+
+std::string Prepared::StoredKey(std::string_view key) const {
+  if (stored_extension.empty()) return std::string(key);
+  std::filesystem::path path{std::string(key)};
+  path.replace_extension(stored_extension);
+  return path.generic_string();
 }
 
 Prepared PrepareItem(const SourceItem& item, const ConvertOptions& options,

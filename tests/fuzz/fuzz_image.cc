@@ -1,5 +1,7 @@
 // Fuzz target: what every input image goes through: the probe convert runs on each file, the
-// region decoder the loader uses (with a crop and a flip), and the full decode verify --deep uses.
+// region decoder the loader uses (with a crop and a flip), the full decode verify --deep uses,
+// and the transcode convert applies to BMP, GIF, TIFF and PPM/PGM inputs (stb_image, giflib,
+// libtiff), under a small pixel limit so that a header's size is what is tested, not memory.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -10,6 +12,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace packrec;
+  static const bool limited = SetMaxImagePixels(1u << 22).ok();
+  (void)limited;
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
   Result<ImageInfo> info = ProbeImage(bytes);
   std::vector<std::uint8_t> out(24 * 24 * 3);
@@ -25,5 +29,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (info.ok() && std::uint64_t{info->width} * info->height <= (1u << 22)) {
     (void)CheckDecodes(bytes);
   }
+  (void)TranscodeToJpeg(bytes, 16, 75);  // JPEG and PNG, and BMP, GIF, TIFF, PPM/PGM
   return 0;
 }

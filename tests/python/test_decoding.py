@@ -96,3 +96,55 @@ def test_the_loader_decodes_pngs_by_the_same_rules(tmp_path):
                             size=17, resize=17, output="numpy", threads=1)
     images, _ = next(iter(loader))
     assert numpy.array_equal(images[0], pil_rgb(stored)[:, 3:20])
+
+
+def test_bmp_tiff_ppm_pgm_gif_are_transcoded_losslessly_to_pils_pixels(tmp_path):
+    """ImageFolder's other extensions (and GIF, through a list file) convert: each stored as a
+    PNG of exactly PIL's convert("RGB") pixels, its key ending in .png (what extract writes)."""
+    tree = tmp_path / "tree"
+    (tree / "a").mkdir(parents=True)
+    (tree / "b").mkdir()
+    palette = Image.fromarray(RGB).convert("P", palette=Image.ADAPTIVE, colors=32)
+    sources = {
+        "a/rgb.bmp": lambda p: Image.fromarray(RGB).save(p),
+        "a/palette.bmp": lambda p: palette.save(p),
+        "a/rgb.tif": lambda p: Image.fromarray(RGB).save(p),
+        "a/lzw.tiff": lambda p: Image.fromarray(RGB).save(p, compression="tiff_lzw"),
+        "a/gray.tif": lambda p: Image.fromarray(RGB[..., 0]).save(p),
+        "b/rgba.tif": lambda p: Image.fromarray(numpy.concatenate([RGB, ALPHA], 2), "RGBA").save(p),
+        "b/rgb.ppm": lambda p: Image.fromarray(RGB).save(p),
+        "b/gray.pgm": lambda p: Image.fromarray(RGB[..., 0]).save(p),
+    }
+    for key, write in sources.items():
+        write(tree / key)
+    stats = packrec.convert(tree, tmp_path / "ds.pkr")
+    assert stats["records_written"] == len(sources) and stats["rejects"] == []
+    ds = packrec.open(tmp_path / "ds.pkr")
+    stored = {key: data for data, _, key in ds}
+    for key in sources:
+        png_key = key.rsplit(".", 1)[0] + ".png"
+        assert stored[png_key][:8] == b"\x89PNG\r\n\x1a\n", key
+        assert numpy.array_equal(ours_rgb(stored[png_key]), pil_rgb((tree / key).read_bytes())), key
+    # GIF is not among ImageFolder's extensions; a list file names it. The first frame, as PIL.
+    palette.save(tmp_path / "frame.gif", interlace=True)
+    (tmp_path / "list.txt").write_text("frame.gif 3\n")
+    packrec.convert(tmp_path / "list.txt", tmp_path / "gif.pkr", root=tmp_path)
+    data, label, key = packrec.open(tmp_path / "gif.pkr")[0]
+    assert (label, key) == (3, "frame.png")
+    assert numpy.array_equal(ours_rgb(data), pil_rgb((tmp_path / "frame.gif").read_bytes()))
+    # With --quality they become JPEGs (keys .jpg); extract writes what each key says.
+    packrec.convert(tree, tmp_path / "q.pkr", quality=90)
+    assert all(data[:2] == b"\xff\xd8" and key.endswith(".jpg") for data, _, key in packrec.open(tmp_path / "q.pkr"))
+
+
+def test_formats_packrec_cannot_read_are_refused_by_name(tmp_path):
+    (tmp_path / "tree" / "a").mkdir(parents=True)
+    Image.fromarray(RGB).save(tmp_path / "tree" / "a" / "ok.png")
+    (tmp_path / "tree" / "a" / "ascii.ppm").write_bytes(b"P3\n1 1\n255\n1 2 3\n")
+    Image.fromarray(RGB).save(tmp_path / "tree" / "a" / "web.webp")
+    with pytest.raises(packrec.errors.InvalidInputError, match="P3 .ASCII or 1-bit. is not read"):
+        packrec.convert(tmp_path / "tree", tmp_path / "x.pkr")
+    stats = packrec.convert(tmp_path / "tree", tmp_path / "x.pkr", on_error="skip")
+    assert stats["records_written"] == 1 and len(stats["rejects"]) == 2
+    rejects = (tmp_path / "x.pkr" / "rejects.tsv").read_text()
+    assert "WebP" in rejects and "P3" in rejects
