@@ -57,6 +57,12 @@ Result<Pixels> DecodeWithStb(std::string_view kind, std::span<const std::byte> b
   return pixels;
 }
 
+// giflib's message for an error code; GifErrorString returns null for codes it does not know.
+std::string GifError(int code) {
+  const char* text = GifErrorString(code);
+  return text != nullptr ? text : "giflib error " + std::to_string(code);
+}
+
 struct MemoryInput {
   std::span<const std::byte> bytes;
   std::size_t offset = 0;
@@ -76,8 +82,7 @@ Status SkipToFirstImage(GifFileType* gif) {
   GifRecordType type = UNDEFINED_RECORD_TYPE;
   do {
     if (DGifGetRecordType(gif, &type) == GIF_ERROR) {
-      return Status::InvalidInput(std::string("GIF does not decode: ") +
-                                  GifErrorString(gif->Error));
+      return Status::InvalidInput("GIF does not decode: " + GifError(gif->Error));
     }
     if (type == EXTENSION_RECORD_TYPE) {
       int code = 0;
@@ -87,14 +92,13 @@ Status SkipToFirstImage(GifFileType* gif) {
         status = DGifGetExtensionNext(gif, &extension);
       }
       if (status == GIF_ERROR) {
-        return Status::InvalidInput(std::string("GIF does not decode: ") +
-                                    GifErrorString(gif->Error));
+        return Status::InvalidInput("GIF does not decode: " + GifError(gif->Error));
       }
     }
   } while (type != IMAGE_DESC_RECORD_TYPE && type != TERMINATE_RECORD_TYPE);
   if (type == TERMINATE_RECORD_TYPE) return Status::InvalidInput("GIF holds no image");
   if (DGifGetImageDesc(gif) == GIF_ERROR) {
-    return Status::InvalidInput(std::string("GIF does not decode: ") + GifErrorString(gif->Error));
+    return Status::InvalidInput("GIF does not decode: " + GifError(gif->Error));
   }
   return Status::OK();
 }
@@ -103,18 +107,23 @@ Status SkipToFirstImage(GifFileType* gif) {
 // index), rows de-interlaced.
 Status ReadFirstFrame(GifFileType* gif, std::vector<GifByteType>& indices) {
   const GifImageDesc& frame = gif->Image;
+  if (gif->SWidth <= 0 || gif->SHeight <= 0 || frame.Width <= 0 || frame.Height <= 0) {
+    return Status::InvalidInput("GIF has an empty screen or first frame (" +
+                                std::to_string(frame.Width) + "x" + std::to_string(frame.Height) +
+                                ")");
+  }
   const auto screen_width = static_cast<std::size_t>(gif->SWidth);
   indices.assign(screen_width * static_cast<std::size_t>(gif->SHeight),
                  static_cast<GifByteType>(gif->SBackGroundColor));
   std::vector<GifByteType> row(static_cast<std::size_t>(std::max(frame.Width, 0)));
   const auto put = [&](int y) -> Status {
     if (DGifGetLine(gif, row.data(), frame.Width) == GIF_ERROR) {
-      return Status::InvalidInput(std::string("GIF does not decode: ") +
-                                  GifErrorString(gif->Error));
+      return Status::InvalidInput("GIF does not decode: " + GifError(gif->Error));
     }
     const int top = frame.Top + y;
     if (top < 0 || top >= gif->SHeight || frame.Left >= gif->SWidth) return Status::OK();
     const int count = std::min(frame.Width, gif->SWidth - frame.Left);
+    if (count <= 0) return Status::OK();
     std::memcpy(&indices[static_cast<std::size_t>(top) * screen_width + frame.Left], row.data(),
                 static_cast<std::size_t>(std::max(count, 0)));
     return Status::OK();
@@ -139,7 +148,7 @@ Result<Pixels> DecodeGif(std::span<const std::byte> bytes, std::uint64_t max_pix
   int error = 0;
   GifFileType* gif = DGifOpen(&input, ReadGif, &error);
   if (gif == nullptr) {
-    return Status::InvalidInput(std::string("GIF does not decode: ") + GifErrorString(error));
+    return Status::InvalidInput("GIF does not decode: " + GifError(error));
   }
   struct Closer {
     GifFileType* gif;
