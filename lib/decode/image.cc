@@ -31,23 +31,14 @@ unsigned At(std::span<const std::byte> bytes, std::size_t i) {
 // Names what a file that is neither JPEG nor PNG probably is, for the reject message.
 std::string DescribeUnsupported(std::span<const std::byte> bytes) {
   if (bytes.empty()) return "empty file";
-  if (StartsWith(bytes, "BM", 2))
-    return "unsupported encoding (BMP); packrec stores JPEG and PNG (convert transcodes BMP to "
-           "them)";
-  if (StartsWith(bytes, "GIF8", 4))
-    return "unsupported encoding (GIF); packrec stores JPEG and PNG (convert transcodes GIF to "
-           "them)";
+  // BMP, GIF, TIFF, PNM: recognised by the same test convert uses to transcode them.
+  if (const std::string_view kind = ForeignImageKind(bytes); !kind.empty()) {
+    return "unsupported encoding (" + std::string(kind) +
+           "); packrec stores JPEG and PNG (convert transcodes " + std::string(kind) + " to them)";
+  }
   if (bytes.size() >= 12 && StartsWith(bytes, "RIFF", 4) &&
       std::memcmp(bytes.data() + 8, "WEBP", 4) == 0) {
     return "unsupported encoding (WebP); packrec stores JPEG and PNG and does not read WebP yet";
-  }
-  if (StartsWith(bytes, "II*\0", 4) || StartsWith(bytes, "MM\0*", 4)) {
-    return "unsupported encoding (TIFF); packrec stores JPEG and PNG (convert transcodes TIFF to "
-           "them)";
-  }
-  if (StartsWith(bytes, "P", 1) && bytes.size() > 1 && At(bytes, 1) >= '1' && At(bytes, 1) <= '6') {
-    return "unsupported encoding (PNM); packrec stores JPEG and PNG (convert transcodes PNM to "
-           "them)";
   }
   char hex[48];
   std::snprintf(hex, sizeof hex, "%02x %02x %02x %02x", At(bytes, 0),

@@ -195,6 +195,24 @@ Status ValidateOptions(const LoaderOptions& options) {
   return Status::OK();
 }
 
+// Weights or mix proportions: each finite and >= 0, some above 0, their sum finite.
+Status CheckWeights(const std::vector<double>& values, const std::string& name) {
+  double sum = 0;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (!std::isfinite(values[i]) || values[i] < 0) {
+      return Status::InvalidArgument(name + "[" + std::to_string(i) + "] is " +
+                                     std::to_string(values[i]) + ": " + name +
+                                     " are finite and >= 0");
+    }
+    sum += values[i];
+  }
+  if (!(sum > 0) || !std::isfinite(sum)) {
+    return Status::InvalidArgument(name + " sum to " + std::to_string(sum) +
+                                   ": at least one must be above 0, and the sum finite");
+  }
+  return Status::OK();
+}
+
 Status ValidateMix(const LoaderOptions& options, std::uint64_t record_count) {
   if (!options.subset.empty() || !options.weights.empty()) {
     return Status::InvalidArgument("a mix goes with neither subset nor weights");
@@ -202,7 +220,7 @@ Status ValidateMix(const LoaderOptions& options, std::uint64_t record_count) {
   if (options.shuffle != ShuffleMode::kGlobal) {
     return Status::InvalidArgument("a mix needs shuffle 'global': its draws are the order");
   }
-  double sum = 0;
+  std::vector<double> proportions;
   for (std::size_t i = 0; i < options.mix.size(); ++i) {
     const LoaderOptions::MixRange& range = options.mix[i];
     if (range.count == 0 || range.first > record_count ||
@@ -212,18 +230,9 @@ Status ValidateMix(const LoaderOptions& options, std::uint64_t record_count) {
                                      std::to_string(range.count) + ") is empty or past the " +
                                      std::to_string(record_count) + " records");
     }
-    if (!std::isfinite(range.proportion) || range.proportion < 0) {
-      return Status::InvalidArgument("mix proportion " + std::to_string(i) + " is " +
-                                     std::to_string(range.proportion) +
-                                     ": proportions are finite and >= 0");
-    }
-    sum += range.proportion;
+    proportions.push_back(range.proportion);
   }
-  if (!(sum > 0) || !std::isfinite(sum)) {
-    return Status::InvalidArgument("mix proportions sum to " + std::to_string(sum) +
-                                   ": at least one must be above 0");
-  }
-  return Status::OK();
+  return CheckWeights(proportions, "mix proportions");
 }
 
 // The subset and weights against the dataset: every index a record, one finite weight >= 0 per
@@ -259,20 +268,7 @@ Status ValidateSelection(const LoaderOptions& options, std::uint64_t record_coun
         "weights need shuffle 'global': the weighted draws are the "
         "epoch's order");
   }
-  double sum = 0;
-  for (std::size_t i = 0; i < options.weights.size(); ++i) {
-    const double weight = options.weights[i];
-    if (!std::isfinite(weight) || weight < 0) {
-      return Status::InvalidArgument("weights[" + std::to_string(i) + "] is " +
-                                     std::to_string(weight) + ": weights are finite and >= 0");
-    }
-    sum += weight;
-  }
-  if (!(sum > 0) || !std::isfinite(sum)) {
-    return Status::InvalidArgument("weights sum to " + std::to_string(sum) +
-                                   ": at least one must be above 0, and the sum finite");
-  }
-  return Status::OK();
+  return CheckWeights(options.weights, "weights");
 }
 
 class LoaderImpl final : public Loader {

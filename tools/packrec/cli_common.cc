@@ -146,9 +146,8 @@ std::string DumpError(nlohmann::json error) {
   return out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-}  // namespace
-
-std::string ErrorJson(const std::string& command, const Status& status) {
+// The error object's fields from a status, advice in the CLI's words (Advice).
+nlohmann::json ErrorFields(const std::string& command, const Status& status) {
   nlohmann::json error;
   error["command"] = command;
   error["code"] = CodeId(status.code());
@@ -159,19 +158,18 @@ std::string ErrorJson(const std::string& command, const Status& status) {
   error["path"] = status.path().empty() ? nlohmann::json(nullptr) : nlohmann::json(status.path());
   error["record_index"] = OptionalNumber(status.record_index());
   error["byte_offset"] = OptionalNumber(status.byte_offset());
-  return DumpError(std::move(error));
+  return error;
+}
+
+}  // namespace
+
+std::string ErrorJson(const std::string& command, const Status& status) {
+  return DumpError(ErrorFields(command, status));
 }
 
 std::string UsageErrorJson(const std::string& command, const std::string& message) {
-  nlohmann::json error;
-  error["command"] = command;
-  error["code"] = CodeId(StatusCode::kInvalidArgument);
-  error["exit_code"] = static_cast<int>(kExitUsage);
-  error["message"] = message;
+  nlohmann::json error = ErrorFields(command, Status::InvalidArgument(message));
   error["advice"] = "see packrec " + (command.empty() ? std::string() : command + " ") + "--help";
-  error["path"] = nullptr;
-  error["record_index"] = nullptr;
-  error["byte_offset"] = nullptr;
   return DumpError(std::move(error));
 }
 
