@@ -8,6 +8,7 @@ packages=(
   clang libclang-rt-14-dev
   libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libopencv-imgproc-dev libstb-dev libzstd-dev libxxhash-dev
   libtiff-dev libgif-dev  # BMP, PPM/PGM (stb_image), TIFF and GIF inputs, transcoded at convert time
+  libwebp-dev  # WebP images, stored as WebP and decoded by libwebp
   libisal-dev  # CRC-32C (ISA-L's crc32_iscsi), TFRecord's framing
   libcli11-dev nlohmann-json3-dev doctest-dev
   libsimdjson-dev  # JSON fields checked fast (lib/storage/json_check.h), nlohmann's rules kept

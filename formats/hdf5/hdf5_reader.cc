@@ -518,7 +518,7 @@ Result<std::unique_ptr<Reader>> OpenHdf5Dataset(const fs::path& path, const Open
                              ReadStringAttribute(file.get(), kManifestAttribute, path));
     PACKREC_ASSIGN_OR_RETURN(manifest,
                              ParseManifestJson(manifest_text, path.string() + " (manifest)",
-                                               kManifestFormatName, kHdf5FormatVersion));
+                                               kManifestFormatName, kHdf5VersionWithWebp));
     PACKREC_RETURN_IF_ERROR(
         ReadIndex(file.get(), path, manifest.record_count, manifest.format_version, &index));
     PACKREC_RETURN_IF_ERROR(

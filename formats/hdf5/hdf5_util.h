@@ -21,6 +21,10 @@ namespace packrec::hdf5 {
 // for a dataset with fields; a dataset without is version 2, byte for byte as before.
 inline constexpr std::uint32_t kHdf5FormatVersion = 3;
 inline constexpr std::uint32_t kHdf5VersionWithoutFields = 2;
+// 4: the manifest's version of a file with WebP records (encoding 4), with or without fields (the
+// manifest's `fields` says which): its datasets are those of version 2 or 3, but readers before
+// WebP must refuse it as *not supported*. The newest version read.
+inline constexpr std::uint32_t kHdf5VersionWithWebp = 4;
 inline constexpr char kFieldsGroup[] = "fields";
 inline constexpr char kManifestFormatName[] = "packrec-hdf5";
 inline constexpr char kManifestAttribute[] = "packrec_manifest";

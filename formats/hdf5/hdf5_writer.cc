@@ -303,10 +303,15 @@ class Hdf5WriterBase : public DatasetWriter {
 
   Status Finish(const DatasetMetadata& metadata) final {
     if (finished_) return Status::Internal("Finish on a finished HDF5 writer");
-    DatasetManifest manifest = ManifestFromMetadata(
-        metadata, kManifestFormatName,
-        options_.fields.empty() ? kHdf5VersionWithoutFields : kHdf5FormatVersion,
-        tables_.labels.size(), StoredBytes(), tables_.label_count);
+    const bool webp =
+        std::find(tables_.encodings.begin(), tables_.encodings.end(),
+                  static_cast<std::uint8_t>(Encoding::kWebp)) != tables_.encodings.end();
+    const std::uint32_t version = webp                      ? kHdf5VersionWithWebp
+                                  : options_.fields.empty() ? kHdf5VersionWithoutFields
+                                                            : kHdf5FormatVersion;
+    DatasetManifest manifest =
+        ManifestFromMetadata(metadata, kManifestFormatName, version, tables_.labels.size(),
+                             StoredBytes(), tables_.label_count);
     manifest.fields = options_.fields;
     PACKREC_ASSIGN_OR_RETURN(const std::string text, SerializeManifestJson(manifest));
     PACKREC_RETURN_IF_ERROR(PrepareFinish());

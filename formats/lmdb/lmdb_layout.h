@@ -19,6 +19,10 @@ namespace packrec::lmdb {
 // 2, byte for byte as before); the record values keep their version 2 header.
 inline constexpr std::uint32_t kLmdbFormatVersion = 3;
 inline constexpr std::uint32_t kLmdbVersionWithoutFields = 2;
+// 4: the manifest's version of a dataset with WebP records (encoding 4), with or without fields
+// (the manifest's `fields` says which): its keys and values are those of version 2 or 3, byte for
+// byte, but readers before WebP must refuse it as *not supported*. The newest version read.
+inline constexpr std::uint32_t kLmdbVersionWithWebp = 4;
 inline constexpr std::uint8_t kValueHeaderVersion = 2;
 // The value header version of a dataset of layout `format_version`.
 constexpr std::uint32_t ValueHeaderVersionOf(std::uint32_t format_version) {

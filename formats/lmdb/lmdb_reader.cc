@@ -483,7 +483,7 @@ class LmdbReader final : public Reader {
     if (rc == MDB_SUCCESS) {
       return ParseManifestJson(
           std::string_view(static_cast<const char*>(value.mv_data), value.mv_size),
-          data_file_ + " (manifest key)", kManifestFormatName, kLmdbFormatVersion);
+          data_file_ + " (manifest key)", kManifestFormatName, kLmdbVersionWithWebp);
     }
     if (rc != MDB_NOTFOUND) return LmdbError(rc, "read manifest from", dir_);
     const fs::path sidecar = dir_ / kDatumManifestName;
@@ -498,7 +498,7 @@ class LmdbReader final : public Reader {
     datum_ = true;
     return ParseManifestJson(
         std::string_view(reinterpret_cast<const char*>(text.data()), text.size()), sidecar.string(),
-        kManifestFormatName, kLmdbFormatVersion);
+        kManifestFormatName, kLmdbVersionWithWebp);
   }
 
   // The environment of this process: a child of fork() opens its own.

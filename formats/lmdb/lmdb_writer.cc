@@ -130,6 +130,7 @@ class LmdbWriter final : public DatasetWriter {
   std::uint64_t payload_bytes_ = 0;
   std::uint64_t bytes_written_ = 0;
   std::uint32_t label_count_ = 0;
+  bool webp_ = false;  // a WebP record: the manifest's version is kLmdbVersionWithWebp
   std::vector<std::byte> compressed_;
   bool finished_ = false;
   // Resume points.
@@ -143,8 +144,10 @@ Status LmdbWriter::WriteJournal(const std::string& caller_state) {
   ResumeJournal journal;
   journal.format = "lmdb";
   journal.records = records_;
-  journal.writer = {
-      {"payload_bytes", payload_bytes_}, {"label_count", label_count_}, {"map_size", map_size_}};
+  journal.writer = {{"payload_bytes", payload_bytes_},
+                    {"label_count", label_count_},
+                    {"map_size", map_size_},
+                    {"webp", webp_}};
   journal.caller_state = caller_state;
   PACKREC_RETURN_IF_ERROR(WriteResumeJournal(env_dir_ / kResumeJournalName, journal));
   checkpointed_records_ = records_;
@@ -188,6 +191,8 @@ Status LmdbWriter::ResumeAt(const ResumeJournal& journal) {
     payload_bytes_ = GetUnsigned<std::uint64_t>(journal.writer.at("payload_bytes"));
     label_count_ = GetUnsigned<std::uint32_t>(journal.writer.at("label_count"));
     map_size_ = std::max(map_size_, GetUnsigned<std::uint64_t>(journal.writer.at("map_size")));
+    // Journals written before WebP records have no "webp": none of their records is one.
+    webp_ = journal.writer.contains("webp") && journal.writer.at("webp").get<bool>();
   } catch (const nlohmann::json::exception&) {
     return Status::Corruption("cannot resume the conversion in " + env_dir_.string() +
                               ": its journal has no LMDB state")
@@ -432,6 +437,7 @@ Status LmdbWriter::Add(const RecordInput& record) {
   ++records_;
   payload_bytes_ += stored.size();
   label_count_ = std::max(label_count_, record.label + 1);
+  webp_ = webp_ || record.image.encoding == Encoding::kWebp;
   if (options_.resumable) {
     bytes_since_checkpoint_ += stored.size();
     const std::uint64_t every =
@@ -473,8 +479,9 @@ Status LmdbWriter::AddFields(std::span<const FieldSpec> fields) {
 
 Status LmdbWriter::Finish(const DatasetMetadata& metadata) {
   if (finished_ || txn_ == nullptr) return Status::Internal("Finish on a closed LMDB writer");
-  DatasetManifest manifest = ManifestFromMetadata(metadata, kManifestFormatName, version_, records_,
-                                                  payload_bytes_, label_count_);
+  DatasetManifest manifest =
+      ManifestFromMetadata(metadata, kManifestFormatName, webp_ ? kLmdbVersionWithWebp : version_,
+                           records_, payload_bytes_, label_count_);
   manifest.fields = options_.fields;
   PACKREC_ASSIGN_OR_RETURN(const std::string text, SerializeManifestJson(manifest));
   const bool datum = options_.lmdb.values == LmdbValues::kCaffeDatum;

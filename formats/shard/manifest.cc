@@ -28,8 +28,8 @@ Result<std::string> SerializeManifest(const Manifest& manifest) {
 Result<Manifest> ParseManifest(std::string_view text, std::string_view name) {
   const std::string where(name);
   Manifest manifest;
-  PACKREC_ASSIGN_OR_RETURN(manifest.common,
-                           ParseManifestJson(text, name, kManifestFormatName, kShardFormatVersion));
+  PACKREC_ASSIGN_OR_RETURN(
+      manifest.common, ParseManifestJson(text, name, kManifestFormatName, kShardVersionWithWebp));
   try {
     std::uint64_t next_record = 0;
     for (const json& item : manifest.common.extra.at("shards")) {

@@ -15,6 +15,10 @@ namespace packrec::shard {
 // before, so that readers older than fields still read it.
 inline constexpr std::uint32_t kShardFormatVersion = 2;
 inline constexpr std::uint32_t kShardVersionWithoutFields = 1;
+// The manifest's format_version of a dataset with WebP records (encoding 4): its shard files are
+// of version 1 or 2, byte for byte, but readers before WebP must refuse the dataset as *not
+// supported* rather than call its index entries corrupt. The newest manifest version read.
+inline constexpr std::uint32_t kShardVersionWithWebp = 3;
 
 // PNG-style: the high-bit first byte catches 7-bit transfers, CR LF and LF catch line-ending
 // conversion, 0x1a stops `type` on DOS.

@@ -163,7 +163,7 @@ Status ValidateShard(Shard& shard, std::size_t field_count) {
     const bool sizes_ok = entry.compression <= static_cast<std::uint8_t>(Compression::kZstd) &&
                           (entry.compression != 0 || entry.raw_size == entry.stored_size) &&
                           entry.raw_size <= kMaxRawRecordBytes &&
-                          entry.encoding <= static_cast<std::uint8_t>(Encoding::kRawRgb);
+                          entry.encoding <= static_cast<std::uint8_t>(Encoding::kWebp);
     // The block's table may be shorter than the schema (FieldTableEntries checks it when read).
     const bool fields_fit =
         field_count == 0 || shard.version < 2 ||

@@ -78,6 +78,7 @@ struct SealedTotals {
   std::uint64_t payload_bytes = 0;
   std::uint64_t file_bytes = 0;
   std::uint32_t label_count = 0;
+  bool webp = false;  // a WebP record: the manifest's version is kShardVersionWithWebp
 };
 
 class ShardWriter final : public DatasetWriter {
@@ -98,6 +99,7 @@ class ShardWriter final : public DatasetWriter {
     payload_bytes_ = totals.payload_bytes;
     bytes_written_ = totals.file_bytes;
     label_count_ = totals.label_count;
+    webp_ = totals.webp;
   }
   // The first journal, before any data file exists: the directory is then known to be ours.
   Status StartJournal() { return WriteJournal(""); }
@@ -128,6 +130,7 @@ class ShardWriter final : public DatasetWriter {
     std::string keys;
     std::uint64_t payload_bytes = 0;
     std::uint32_t label_count = 0;
+    bool webp = false;
   };
 
   Status StartShard();
@@ -161,6 +164,7 @@ class ShardWriter final : public DatasetWriter {
   std::uint64_t payload_bytes_ = 0;
   std::uint64_t bytes_written_ = 0;
   std::uint32_t label_count_ = 0;
+  bool webp_ = false;  // any record so far is WebP
   std::vector<std::byte> compressed_;
   // Resume points: the sealed shards the journal lists, and the totals over all sealed ones.
   std::size_t checkpointed_shards_ = 0;
@@ -246,6 +250,7 @@ Status ShardWriter::SealShard() {
   sealed_totals_.payload_bytes += shard.payload_bytes;
   sealed_totals_.file_bytes += shard.file->size();
   sealed_totals_.label_count = std::max(sealed_totals_.label_count, shard.label_count);
+  sealed_totals_.webp = sealed_totals_.webp || shard.webp;
   current_.reset();
   checkpoint_due_ = options_.resumable;
   return Status::OK();
@@ -265,7 +270,8 @@ Status ShardWriter::WriteJournal(const std::string& caller_state) {
   }
   journal.writer = {{"shards", shards},
                     {"payload_bytes", sealed_totals_.payload_bytes},
-                    {"label_count", sealed_totals_.label_count}};
+                    {"label_count", sealed_totals_.label_count},
+                    {"webp", sealed_totals_.webp}};
   journal.caller_state = caller_state;
   PACKREC_RETURN_IF_ERROR(WriteResumeJournal(dir_ / kResumeJournalName, journal));
   checkpointed_shards_ = sealed_.size();
@@ -344,6 +350,7 @@ Status ShardWriter::Add(const RecordInput& record) {
   ++records_;
   payload_bytes_ += stored.size();
   label_count_ = std::max(label_count_, record.label + 1);
+  if (record.image.encoding == Encoding::kWebp) shard.webp = webp_ = true;
   return Status::OK();
 }
 
@@ -372,8 +379,9 @@ Status ShardWriter::Finish(const DatasetMetadata& metadata) {
   if (current_) PACKREC_RETURN_IF_ERROR(SealShard());
   PACKREC_RETURN_IF_ERROR(SyncDirectory(dir_));
   Manifest manifest;
-  manifest.common = ManifestFromMetadata(metadata, kManifestFormatName, version_, records_,
-                                         payload_bytes_, label_count_);
+  manifest.common =
+      ManifestFromMetadata(metadata, kManifestFormatName, webp_ ? kShardVersionWithWebp : version_,
+                           records_, payload_bytes_, label_count_);
   manifest.common.fields = options_.fields;
   manifest.shards = sealed_;
   PACKREC_ASSIGN_OR_RETURN(const std::string text, SerializeManifest(manifest));
@@ -475,6 +483,8 @@ Result<std::vector<ManifestShard>> JournalShards(const nlohmann::json& state, co
   try {
     totals.payload_bytes = GetUnsigned<std::uint64_t>(state.at("payload_bytes"));
     totals.label_count = GetUnsigned<std::uint32_t>(state.at("label_count"));
+    // Journals written before WebP records have no "webp": none of their shards holds one.
+    totals.webp = state.contains("webp") && state.at("webp").get<bool>();
   } catch (const nlohmann::json::exception&) {
     return bad("its journal has no totals");
   }

@@ -51,7 +51,7 @@ class TfRecordWriter final : public ExportWriter {
     const std::string_view image(reinterpret_cast<const char*>(record.bytes.data()),
                                  record.bytes.size());
     SetBytes(example_, "image/encoded", image);
-    SetBytes(example_, "image/format", extension == "jpg" ? "jpeg" : "png");
+    SetBytes(example_, "image/format", extension == "jpg" ? "jpeg" : extension);
     SetBytes(example_, "image/filename", record.key);
     SetInt(example_, "image/class/label", record.label);
     SetInt(example_, "image/height", record.image.height);

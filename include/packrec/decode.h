@@ -52,18 +52,18 @@ struct DecodeScratch {
   std::vector<std::uint8_t> rows;     // libjpeg's scanline buffer, CMYK conversion
 };
 
-// Decodes `encoded` (JPEG or PNG), takes request.region (clamped to the image), resizes it to
-// out_width x out_height (OpenCV: bilinear, or area averaging past 1.34x shrink) and writes RGB,
-// rows top to bottom, into `out`, which must hold out_height x out_width x 3 bytes. Gray and CMYK
-// JPEGs and gray, palette and alpha PNGs come out as RGB. InvalidInput with the decoder's message
-// for a bad image; InvalidArgument for a bad request.
+// Decodes `encoded` (JPEG, PNG or still WebP), takes request.region (clamped to the image), resizes
+// it to out_width x out_height (OpenCV: bilinear, or area averaging past 1.34x shrink) and writes
+// RGB, rows top to bottom, into `out`, which must hold out_height x out_width x 3 bytes. Gray and
+// CMYK JPEGs and gray, palette and alpha PNGs come out as RGB. InvalidInput with the decoder's
+// message for a bad image; InvalidArgument for a bad request.
 Status DecodeInto(std::span<const std::byte> encoded, const DecodeRequest& request,
                   std::span<std::uint8_t> out, DecodeScratch& scratch);
 
 // Mirrors an RGB image (height x width x 3, rows packed) left to right, in place.
 void FlipHorizontal(std::span<std::uint8_t> image, std::uint32_t width, std::uint32_t height);
 
-// The image's size from its header (JPEG or PNG), without decoding.
+// The image's size from its header (JPEG, PNG or WebP), without decoding.
 Result<ImageInfo> ReadImageSize(std::span<const std::byte> encoded);
 
 }  // namespace packrec

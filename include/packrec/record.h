@@ -23,6 +23,7 @@ enum class Encoding : std::uint8_t {
   kJpeg = 1,
   kPng = 2,
   kRawRgb = 3,  // decoded pixels: height x width x 3 uint8, rows without padding (HDF5 pixels)
+  kWebp = 4,    // a still WebP (lossy or lossless); a dataset holding one has a newer version
 };
 
 // Chroma subsampling of a JPEG, as its SOF segment declares it.

@@ -1,6 +1,7 @@
 // Pixel-level codecs behind include/packrec/image.h and decode.h: JPEG through libjpeg-turbo's
 // TurboJPEG API (jpeg_codec.cc is the only file that includes turbojpeg.h) and, for regions, its
-// libjpeg API (jpeg_region.cc, the only one with jpeglib.h); PNG through libpng (png_codec.cc).
+// libjpeg API (jpeg_region.cc, the only one with jpeglib.h); PNG through libpng (png_codec.cc);
+// WebP through libwebp (webp_codec.cc).
 #ifndef PACKREC_LIB_DECODE_CODECS_H_
 #define PACKREC_LIB_DECODE_CODECS_H_
 
@@ -90,6 +91,33 @@ Result<Pixels> DecodePng(std::span<const std::byte> bytes, std::uint64_t max_pix
 inline std::uint64_t MaxPixels(const DecodeLimits& limits) {
   return limits.max_pixels != 0 ? limits.max_pixels : MaxImagePixels();
 }
+
+// RIFF....WEBP: a WebP file (still or animated), by its first 12 bytes.
+bool IsWebp(std::span<const std::byte> bytes);
+
+struct WebpHeader {
+  std::uint32_t width = 0;  // of the canvas, for an animated WebP
+  std::uint32_t height = 0;
+  bool has_alpha = false;
+  bool animated = false;
+  bool lossless = false;  // VP8L; false for lossy (VP8) and animations
+};
+
+// The header's features (libwebp's WebPGetFeatures), after checking that the file holds as many
+// bytes as its RIFF header declares (a WebP cut short is refused here, not at decode time).
+Result<WebpHeader> ReadWebpHeader(std::span<const std::byte> bytes);
+
+// Decodes to RGB as PIL's Image.open(...).convert("RGB") does: alpha dropped without compositing,
+// the colours as stored; an animated WebP's first frame on its canvas. `max_pixels` 0:
+// MaxImagePixels(), checked from the header before anything is allocated.
+Result<Pixels> DecodeWebp(std::span<const std::byte> bytes, std::uint64_t max_pixels = 0);
+
+// Decodes only `choose`'s region of a still WebP (libwebp's cropping: rows below it are never
+// decoded) into `rgb` (width x height x 3). Animated WebPs are refused: convert stores their
+// first frame as a PNG.
+Status DecodeWebpRegion(std::span<const std::byte> bytes, const RegionChooser& choose,
+                        const DecodeLimits& limits, std::vector<std::uint8_t>& rgb,
+                        std::uint32_t* width, std::uint32_t* height);
 
 // Encodes gray or RGB pixels as a PNG (lossless), with libpng's default compression.
 Result<std::vector<std::byte>> EncodePng(const Pixels& pixels);

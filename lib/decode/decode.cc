@@ -95,10 +95,13 @@ Status DecodeInto(std::span<const std::byte> encoded, const DecodeRequest& reque
     }
     width = region.width;
     height = region.height;
+  } else if (IsWebp(encoded)) {
+    PACKREC_RETURN_IF_ERROR(DecodeWebpRegion(encoded, request.region, request.limits,
+                                             scratch.decoded, &width, &height));
   } else {
     PACKREC_ASSIGN_OR_RETURN(const ImageInfo info, ProbeImage(encoded));  // names what it is
     if (info.encoding != Encoding::kPng) {
-      return Status::InvalidInput("not a JPEG or PNG");
+      return Status::InvalidInput("not a JPEG, PNG or WebP");
     }
     PACKREC_RETURN_IF_ERROR(DecodePngRegion(encoded, request, scratch.decoded, &width, &height));
   }

@@ -293,6 +293,11 @@ std::string_view ForeignImageKind(std::span<const std::byte> bytes) {
       Starts(bytes, std::string_view("II+\0", 4)) || Starts(bytes, std::string_view("MM\0+", 4))) {
     return "TIFF";
   }
+  // VP8X's flags byte (offset 20) has the animation bit (0x02): kept as the first frame, as GIF.
+  if (IsWebp(bytes) && bytes.size() > 20 && std::memcmp(bytes.data() + 12, "VP8X", 4) == 0 &&
+      (static_cast<unsigned>(bytes[20]) & 0x02u) != 0) {
+    return "animated WebP";
+  }
   if (bytes.size() >= 2 && Starts(bytes, "P") && static_cast<char>(bytes[1]) >= '1' &&
       static_cast<char>(bytes[1]) <= '6') {
     return "PNM";
@@ -306,6 +311,7 @@ Result<Pixels> DecodeForeign(std::span<const std::byte> bytes, std::uint64_t max
   if (kind == "BMP") return DecodeWithStb(kind, bytes, max_pixels);
   if (kind == "GIF") return DecodeGif(bytes, max_pixels);
   if (kind == "TIFF") return DecodeTiff(bytes, max_pixels);
+  if (kind == "animated WebP") return DecodeWebp(bytes, max_pixels);
   if (kind == "PNM") {
     const char type = static_cast<char>(bytes[1]);
     if (type != '5' && type != '6') {
@@ -315,7 +321,7 @@ Result<Pixels> DecodeForeign(std::span<const std::byte> bytes, std::uint64_t max
     }
     return DecodeWithStb(type == '6' ? "PPM" : "PGM", bytes, max_pixels);
   }
-  return Status::InvalidInput("not a BMP, GIF, TIFF, PPM or PGM");
+  return Status::InvalidInput("not a BMP, GIF, TIFF, PPM, PGM or animated WebP");
 }
 
 Result<std::vector<std::byte>> TranscodeForeignToPng(std::span<const std::byte> bytes) {

@@ -34,17 +34,14 @@ std::string DescribeUnsupported(std::span<const std::byte> bytes) {
   // BMP, GIF, TIFF, PNM: recognised by the same test convert uses to transcode them.
   if (const std::string_view kind = ForeignImageKind(bytes); !kind.empty()) {
     return "unsupported encoding (" + std::string(kind) +
-           "); packrec stores JPEG and PNG (convert transcodes " + std::string(kind) + " to them)";
-  }
-  if (bytes.size() >= 12 && StartsWith(bytes, "RIFF", 4) &&
-      std::memcmp(bytes.data() + 8, "WEBP", 4) == 0) {
-    return "unsupported encoding (WebP); packrec stores JPEG and PNG and does not read WebP yet";
+           "); packrec stores JPEG, PNG and WebP (convert transcodes " + std::string(kind) +
+           " to PNG or JPEG)";
   }
   char hex[48];
   std::snprintf(hex, sizeof hex, "%02x %02x %02x %02x", At(bytes, 0),
                 bytes.size() > 1 ? At(bytes, 1) : 0u, bytes.size() > 2 ? At(bytes, 2) : 0u,
                 bytes.size() > 3 ? At(bytes, 3) : 0u);
-  return std::string("not a JPEG or PNG (starts with ") + hex + ")";
+  return std::string("not a JPEG, PNG or WebP (starts with ") + hex + ")";
 }
 
 // Walks the marker segments up to the frame header: libjpeg-turbo 2.1's TurboJPEG API does not
@@ -141,8 +138,20 @@ Result<ImageInfo> ProbePng(std::span<const std::byte> bytes) {
   return info;
 }
 
+Result<ImageInfo> ProbeWebp(std::span<const std::byte> bytes) {
+  PACKREC_ASSIGN_OR_RETURN(const WebpHeader header, ReadWebpHeader(bytes));
+  ImageInfo info;
+  info.encoding = Encoding::kWebp;
+  info.width = header.width;
+  info.height = header.height;
+  info.channels = header.has_alpha ? 4 : 3;
+  return info;
+}
+
 Result<Pixels> DecodeAny(std::span<const std::byte> bytes, std::uint32_t min_short_side) {
   if (StartsWith(bytes, kPngSignature, sizeof kPngSignature)) return DecodePng(bytes);
+  // An animated WebP is foreign (below): its first frame, like a GIF's.
+  if (IsWebp(bytes) && ForeignImageKind(bytes).empty()) return DecodeWebp(bytes);
   if (bytes.size() >= 2 && At(bytes, 0) == 0xFF && At(bytes, 1) == 0xD8) {
     return DecodeJpeg(bytes, min_short_side);
   }
@@ -162,6 +171,8 @@ std::string_view EncodingName(Encoding encoding) {
       return "png";
     case Encoding::kRawRgb:
       return "raw-rgb";
+    case Encoding::kWebp:
+      return "webp";
     case Encoding::kUnknown:
       break;
   }
@@ -226,8 +237,9 @@ Result<ImageInfo> ProbeImage(std::span<const std::byte> bytes) {
   const bool png = StartsWith(bytes, kPngSignature, sizeof kPngSignature);
   const bool jpeg =
       bytes.size() >= 4 && At(bytes, 0) == 0xFF && At(bytes, 1) == 0xD8 && At(bytes, 2) == 0xFF;
-  if (!png && !jpeg) return Status::InvalidInput(DescribeUnsupported(bytes));
-  Result<ImageInfo> info = png ? ProbePng(bytes) : ProbeJpeg(bytes);
+  const bool webp = IsWebp(bytes) && ForeignImageKind(bytes).empty();
+  if (!png && !jpeg && !webp) return Status::InvalidInput(DescribeUnsupported(bytes));
+  Result<ImageInfo> info = png ? ProbePng(bytes) : jpeg ? ProbeJpeg(bytes) : ProbeWebp(bytes);
   const std::uint64_t limit = MaxImagePixels();
   if (info.ok() && std::uint64_t{info->width} * info->height > limit) {
     return Status::InvalidInput("declares " + std::to_string(info->width) + "x" +

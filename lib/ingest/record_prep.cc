@@ -76,8 +76,13 @@ Prepared PrepareBytes(Result<std::vector<std::byte>> bytes, const ConvertOptions
       prepared.status = transcoded.status();
       return prepared;
     }
-    // The key says what is stored: extract then writes a .png (.jpg) that is one.
-    if (foreign) prepared.stored_extension = reencode ? ".jpg" : ".png";
+    // The key says what is stored: extract then writes a .png (.jpg) that is one. A JPEG
+    // re-encoded keeps its key (.jpg, .jpeg or none of them, as it came).
+    if (foreign) {
+      prepared.stored_extension = reencode ? ".jpg" : ".png";
+    } else if (image->encoding != Encoding::kJpeg) {
+      prepared.stored_extension = ".jpg";
+    }
     image = ProbeImage(*transcoded);
     if (!image.ok()) {
       prepared.status = image.status().WithContext("after re-encoding");

@@ -19,11 +19,13 @@ Result<std::string_view> ExportImageExtension(const RecordInput& record, std::ui
       return std::string_view("jpg");
     case Encoding::kPng:
       return std::string_view("png");
+    case Encoding::kWebp:
+      return std::string_view("webp");
     default:
-      return Status::InvalidArgument("record " + std::to_string(index) + " (" +
-                                     std::string(record.key) + ") is " +
-                                     std::string(EncodingName(record.image.encoding)) +
-                                     ": the export formats carry encoded images (JPEG, PNG) only");
+      return Status::InvalidArgument(
+          "record " + std::to_string(index) + " (" + std::string(record.key) + ") is " +
+          std::string(EncodingName(record.image.encoding)) +
+          ": the export formats carry encoded images (JPEG, PNG, WebP) only");
   }
 }
 

@@ -55,8 +55,9 @@ std::string_view CompressionName(Compression codec) {
 }
 
 bool MayCompress(const RecordInput& record, const WriterOptions& options) {
+  // JPEG and WebP are entropy-coded already: zstd would spend CPU to save nothing.
   return options.compression == Compression::kZstd && record.image.encoding != Encoding::kJpeg &&
-         !record.bytes.empty();
+         record.image.encoding != Encoding::kWebp && !record.bytes.empty();
 }
 
 Result<StoredPayload> PreparePayload(const RecordInput& record, const WriterOptions& options,

@@ -2,6 +2,8 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <array>
 #include <optional>
 #include <span>
 
@@ -33,13 +35,25 @@ class ContiguousBytes {
 void BindDecode(py::module_& module) {
   module.def(
       "decode",
-      [](const py::buffer& data, std::optional<std::pair<std::uint32_t, std::uint32_t>> size) {
+      [](const py::buffer& data, std::optional<std::pair<std::uint32_t, std::uint32_t>> size,
+         std::optional<std::array<std::uint32_t, 4>> region) {
         const ContiguousBytes buffer(data);
         const std::span<const std::byte> encoded = buffer.bytes();
         const ImageInfo info = ValueOrThrow(ReadImageSize(encoded));
         DecodeRequest request;
-        request.out_height = size ? size->first : info.height;
-        request.out_width = size ? size->second : info.width;
+        Rect crop{0, 0, info.width, info.height};
+        if (region) {
+          // Clamped as the decoders clamp it (inside the image, one pixel at least), so that the
+          // output has the region's size.
+          const auto [y, x, height, width] = *region;
+          crop.x = std::min(x, info.width - 1);
+          crop.y = std::min(y, info.height - 1);
+          crop.width = std::clamp<std::uint32_t>(width, 1, info.width - crop.x);
+          crop.height = std::clamp<std::uint32_t>(height, 1, info.height - crop.y);
+          request.region = [crop](std::uint32_t, std::uint32_t) { return crop; };
+        }
+        request.out_height = size ? size->first : crop.height;
+        request.out_width = size ? size->second : crop.width;
         py::array_t<std::uint8_t> image({static_cast<py::ssize_t>(request.out_height),
                                          static_cast<py::ssize_t>(request.out_width),
                                          py::ssize_t{3}});
@@ -54,8 +68,10 @@ void BindDecode(py::module_& module) {
         CheckOk(status);
         return image;
       },
-      py::arg("data"), py::arg("size") = py::none(),
-      "Decodes a JPEG or PNG to an H x W x 3 uint8 RGB array; size=(height, width) resizes");
+      py::arg("data"), py::arg("size") = py::none(), py::arg("region") = py::none(),
+      "Decodes a JPEG, PNG or WebP to an H x W x 3 uint8 RGB array. region=(y, x, height, width)\n"
+      "decodes only that part (clamped to the image; JPEG and WebP skip what lies outside);\n"
+      "size=(height, width) resizes the result.");
   module.def(
       "image_info",
       [](const py::buffer& data) {

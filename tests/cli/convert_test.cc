@@ -122,7 +122,7 @@ TEST_CASE("bad inputs: fail names the file and leaves nothing while skip writes 
   REQUIRE_FALSE(failing.ok());
   CHECK(failing.status().code() == StatusCode::kInvalidInput);
   CHECK(failing.status().message().find("notes.jpg") != std::string::npos);
-  CHECK(failing.status().message().find("not a JPEG or PNG") != std::string::npos);
+  CHECK(failing.status().message().find("not a JPEG, PNG or WebP") != std::string::npos);
   CHECK(failing.status().remedy() == Remedy::kSkipBadInput);
   CHECK_FALSE(fs::exists(dir / "fail"));
 
@@ -134,7 +134,7 @@ TEST_CASE("bad inputs: fail names the file and leaves nothing while skip writes 
   REQUIRE(skipping->rejects.size() == 2);
   const auto report = test::ReadBytes(dir / "skip" / "rejects.tsv");
   const std::string text(reinterpret_cast<const char*>(report.data()), report.size());
-  CHECK(text.find("notes.jpg\tnot a JPEG or PNG") != std::string::npos);
+  CHECK(text.find("notes.jpg\tnot a JPEG, PNG or WebP") != std::string::npos);
   CHECK(text.find("cut.jpeg\ttruncated JPEG") != std::string::npos);
   auto reader = OpenDataset(dir / "skip");
   REQUIRE(reader.ok());

@@ -65,7 +65,7 @@ TEST_CASE("probe rejects truncated JPEGs and PNGs, empty files and other encodin
   CHECK(ProbeImage({}).status().message().find("empty") != std::string::npos);
   CHECK(ProbeImage(Text("BM\x10\x00\x00\x00")).status().message().find("BMP") != std::string::npos);
   CHECK(ProbeImage(Text("GIF89a......")).status().message().find("GIF") != std::string::npos);
-  CHECK(ProbeImage(Text("hello world")).status().message().find("not a JPEG or PNG") !=
+  CHECK(ProbeImage(Text("hello world")).status().message().find("not a JPEG, PNG or WebP") !=
         std::string::npos);
 }
 

@@ -209,7 +209,7 @@ TEST_CASE("manifest damage: flipped byte, missing file, newer version") {
   CHECK(status.code() == StatusCode::kNotFound);
 
   shard::Manifest future;
-  future.common.format_version = shard::kShardFormatVersion + 1;
+  future.common.format_version = shard::kShardVersionWithWebp + 1;
   test::WriteText(f.ds / "manifest.json", *shard::SerializeManifest(future));
   status = f.OpenError();
   CHECK(status.code() == StatusCode::kNotSupported);

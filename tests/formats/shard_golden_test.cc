@@ -1,6 +1,7 @@
-// Pins the shard format's bytes. tests/golden/shard-v1/ (no fields) and shard-v2/ (the same
-// records with four fields) were written by this test with PACKREC_UPDATE_GOLDEN=1; any change to
-// it is a format change: bump the version and update docs/formats/shard.md in the same commit.
+// Pins the shard format's bytes. tests/golden/shard-v1/ (no fields), shard-v2/ (the same
+// records with four fields) and shard-v3/ (shard-v1 with record 2 marked WebP: version-1 shard
+// files, a version-3 manifest) were written by this test with PACKREC_UPDATE_GOLDEN=1; any change
+// to it is a format change: bump the version and update docs/formats/shard.md in the same commit.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -49,7 +50,12 @@ std::vector<std::vector<std::byte>> GoldenFieldValues(std::uint32_t i) {
           i == 1 ? std::vector<std::byte>{} : boxes, ids};
 }
 
-void WriteGolden(const fs::path& dir, bool with_fields) {
+// The pinned datasets: the shard format's versions.
+enum class Golden { kV1 = 1, kV2Fields = 2, kV3Webp = 3 };
+constexpr Golden kGoldens[] = {Golden::kV1, Golden::kV2Fields, Golden::kV3Webp};
+
+void WriteGolden(const fs::path& dir, Golden golden) {
+  const bool with_fields = golden == Golden::kV2Fields;
   WriterOptions options;
   if (with_fields) options.fields = GoldenSchema();
   options.shard_size_bytes = 4096;  // the minimum: with align 64 the five records need 2 shards
@@ -59,7 +65,7 @@ void WriteGolden(const fs::path& dir, bool with_fields) {
   std::uint32_t i = 0;
   for (const auto& record : GoldenRecords()) {
     ImageInfo image;
-    image.encoding = Encoding::kJpeg;
+    image.encoding = golden == Golden::kV3Webp && i == 2 ? Encoding::kWebp : Encoding::kJpeg;
     image.width = 640 + i;
     image.height = 480 + i;
     image.channels = 3;
@@ -83,20 +89,20 @@ void WriteGolden(const fs::path& dir, bool with_fields) {
   REQUIRE((*writer)->Finish(metadata).ok());
 }
 
-fs::path GoldenDir(bool with_fields) {
-  return fs::path(PACKREC_GOLDEN_DIR) / (with_fields ? "shard-v2" : "shard-v1");
+fs::path GoldenDir(Golden golden) {
+  return fs::path(PACKREC_GOLDEN_DIR) / ("shard-v" + std::to_string(static_cast<int>(golden)));
 }
 
 TEST_CASE("golden: today's writer produces the pinned shard bytes") {
-  for (const bool with_fields : {false, true}) {
-    CAPTURE(with_fields);
-    const fs::path golden = GoldenDir(with_fields);
+  for (const Golden version : kGoldens) {
+    CAPTURE(static_cast<int>(version));
+    const fs::path golden = GoldenDir(version);
     if (std::getenv("PACKREC_UPDATE_GOLDEN") != nullptr) {
       fs::remove_all(golden);
-      WriteGolden(golden, with_fields);
+      WriteGolden(golden, version);
     }
     test::TempDir dir;
-    WriteGolden(dir / "ds", with_fields);
+    WriteGolden(dir / "ds", version);
     const auto fresh = test::SnapshotTree(dir / "ds");
     const auto pinned = test::SnapshotTree(golden);
     REQUIRE(fresh.size() == pinned.size());
@@ -110,13 +116,14 @@ TEST_CASE("golden: today's writer produces the pinned shard bytes") {
 }
 
 TEST_CASE("golden: the pinned datasets read back with today's reader") {
-  for (const bool with_fields : {false, true}) {
-    CAPTURE(with_fields);
-    auto reader = OpenDataset(GoldenDir(with_fields));
+  for (const Golden version : kGoldens) {
+    CAPTURE(static_cast<int>(version));
+    const bool with_fields = version == Golden::kV2Fields;
+    auto reader = OpenDataset(GoldenDir(version));
     REQUIRE_MESSAGE(reader.ok(), reader.status().ToString());
     const auto records = GoldenRecords();
     REQUIRE((*reader)->size() == records.size());
-    CHECK((*reader)->info().format_version == (with_fields ? 2u : 1u));
+    CHECK((*reader)->info().format_version == static_cast<std::uint32_t>(version));
     CHECK((*reader)->info().files.size() == (with_fields ? 3u : 2u));
     CHECK((*reader)->info().classes == std::vector<std::string>{"cls0", "cls1"});
     CHECK((*reader)->info().listing_hash == "00112233445566ff");
@@ -128,6 +135,8 @@ TEST_CASE("golden: the pinned datasets read back with today's reader") {
       CHECK(view->key == records[i].key);
       CHECK(view->label == records[i].label);
       CHECK(test::Copy(view->bytes) == records[i].bytes);
+      CHECK(view->encoding ==
+            (version == Golden::kV3Webp && i == 2 ? Encoding::kWebp : Encoding::kJpeg));
       CHECK(view->width == 640 + i);
       CHECK(view->height == 480 + i);
       REQUIRE(view->fields.size() == (with_fields ? 4u : 0u));
@@ -139,6 +148,10 @@ TEST_CASE("golden: the pinned datasets read back with today's reader") {
     }
     test::CollectingReporter reporter;
     CHECK((*reader)->Verify(reporter).problems == 0);
+    // Version 3 is a manifest version: its shard files are version-1 files.
+    const std::vector<std::byte> header = test::ReadBytes(GoldenDir(version) / "shard-000000.pkr");
+    REQUIRE(header.size() > 12);
+    CHECK(static_cast<int>(header[8]) == (with_fields ? 2 : 1));
   }
 }
 

@@ -1,7 +1,8 @@
 // Fuzz target: what every input image goes through: the probe convert runs on each file, the
 // region decoder the loader uses (with a crop and a flip), the full decode verify --deep uses,
 // and the transcode convert applies to BMP, GIF, TIFF and PPM/PGM inputs (stb_image, giflib,
-// libtiff), under a small pixel limit so that a header's size is what is tested, not memory.
+// libtiff) and animated WebP (libwebp, which also decodes still WebP above), under a small pixel
+// limit so that a header's size is what is tested, not memory.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -29,6 +30,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (info.ok() && std::uint64_t{info->width} * info->height <= (1u << 22)) {
     (void)CheckDecodes(bytes);
   }
-  (void)TranscodeToJpeg(bytes, 16, 75);  // JPEG and PNG, and BMP, GIF, TIFF, PPM/PGM
+  (void)TranscodeToJpeg(bytes, 16, 75);  // JPEG, PNG, WebP, and BMP, GIF, TIFF, PPM/PGM
   return 0;
 }

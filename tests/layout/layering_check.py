@@ -63,6 +63,8 @@ THIRD_PARTY = [
     (r"^stb_image\.h$", ["lib/decode/foreign_codecs.cc"]),
     (r"^gif_lib\.h$", ["lib/decode/foreign_codecs.cc"]),
     (r"^tiffio\.h$", ["lib/decode/foreign_codecs.cc"]),
+    (r"^webp/decode\.h$", ["lib/decode/webp_codec.cc"]),
+    (r"^webp/demux\.h$", ["lib/decode/webp_codec.cc"]),
     (r"^zstd\.h$", ["lib/storage/payload.cc"]),
     (r"^simdjson\.h$", ["lib/storage/json_check.cc"]),
     (r"^xxhash\.h$", ["lib/core/checksum.cc"]),

@@ -54,7 +54,7 @@ def test_decode_matches_the_loaders_decoder_and_reads_any_buffer(datasets):
     numpy.testing.assert_array_equal(packrec.decode(bytearray(data)), image)
     numpy.testing.assert_array_equal(packrec.decode(memoryview(data)), image)
     assert packrec.decode(data, size=(32, 48)).shape == (32, 48, 3)
-    with pytest.raises(errors.InvalidInputError, match="not a JPEG or PNG"):
+    with pytest.raises(errors.InvalidInputError, match="not a JPEG, PNG or WebP"):
         packrec.decode(b"not an image at all")
     with pytest.raises(errors.InvalidInputError):
         packrec.decode(data[: len(data) // 2])  # truncated: an error, never a half-gray image
