@@ -62,11 +62,18 @@ struct MachineInfo {
   unsigned cores = 0;
   std::uint64_t memory_bytes = 0;
   std::string kernel;
-  std::string data_path;         // the first input
-  std::string data_filesystem;   // "ext4", "xfs", "tmpfs", "nfs", ...
-  std::string data_device;       // the mount's source, e.g. /dev/nvme0n1p2
-  std::string data_device_kind;  // "ssd", "hdd" (rotational), or "unknown"
-  std::string gpu;               // device name, or why there is none
+  std::string data_path;        // the first input
+  std::string data_filesystem;  // "ext4", "xfs", "tmpfs", "nfs", ...
+  std::string data_device;      // the mount's source, e.g. /dev/nvme0n1p2
+  // What the kernel's rotational flag says: "hdd", "ssd" or "unknown". Unreliable in VMs and
+  // clouds: virtio disks and cloud volumes often report rotational whatever backs them.
+  std::string data_device_flag;
+  // The device class: measured by the storage probe where it ran with O_DIRECT on the data's
+  // filesystem ("hdd", "ssd", "nvme", "network or cloud volume": AnalyzeBench, from its latency
+  // at depth 1 and IOPS at depth), else the kernel flag's.
+  std::string data_device_kind;
+  std::string data_device_kind_from;  // "measured" or "kernel flag"
+  std::string gpu;                    // device name, or why there is none
 };
 
 // What eviction from the page cache achieved, summed over the files of one measurement.
@@ -108,9 +115,15 @@ struct AccessMeasurement {
   double seconds = 0;
   double records_per_s = 0;
   double mb_per_s = 0;
-  // mb_per_s over the probe's sequential bandwidth; empty without a probe.
+  // mb_per_s over the probe's sequential bandwidth; empty without a probe, and for a figure
+  // served by a cache below this machine (below).
   std::optional<double> device_bandwidth_share;
   std::optional<CacheEviction> eviction;  // cold runs
+  // A cold figure faster than the probe measured the device (MB/s above its sequential
+  // bandwidth, or random records/s above its IOPS): the pages came from a cache this machine
+  // cannot evict (a VM host's page cache, a RAID controller's, a network filesystem's), so it is
+  // no device figure. Set by AnalyzeBench; such rows stay out of device ratios and findings.
+  bool served_by_cache_below = false;
 };
 
 // One stage of the loader, alone or all together ("pipeline").
@@ -148,6 +161,18 @@ struct StarvationMeasurement {
   std::uint32_t prefetch_batches = 0;
 };
 
+// One thing to change (or keep), as data: the knob, its value, where it is set, and what the
+// measurements say it gives.
+struct BenchAdvice {
+  // "threads" (the loader's decode threads), "prefetch", "format", "resize_short", "workers"
+  // (concurrent reads), "consumer" (the verdict: whether the loader keeps up).
+  std::string knob;
+  std::string value;     // as it is passed: "2", "shard", "256"
+  std::string set_with;  // "packrec.Loader(threads=2), packrec bench --threads 2"
+  std::optional<double> expected_images_per_s;  // what the measurements predict with it
+  std::string why;                              // the measurement it rests on, in words
+};
+
 struct BenchReport {
   std::string packrec_version;
   std::string started_at;  // UTC, ISO 8601
@@ -164,7 +189,8 @@ struct BenchReport {
   // Filled by AnalyzeBench.
   std::string bottleneck;  // a stage name, or "storage"
   std::vector<std::string> findings;
-  std::string recommendation;
+  std::string recommendation;  // the advice below, in one line of prose
+  std::vector<BenchAdvice> advice;
   std::vector<std::string> notes;  // caveats: unverified eviction, probe on another filesystem ...
 };
 

@@ -88,9 +88,12 @@ MachineInfo DescribeMachine(const fs::path& data_path, int cuda_device) {
   if (::uname(&name) == 0) machine.kernel = std::string(name.sysname) + " " + name.release;
   machine.data_path = data_path.string();
   machine.data_filesystem = FilesystemType(data_path, &machine.data_device);
-  machine.data_device_kind = DeviceKind(data_path);
+  // AnalyzeBench replaces the kind with the probe's measurement where it can.
+  machine.data_device_flag = DeviceKind(data_path);
+  machine.data_device_kind = machine.data_device_flag;
+  machine.data_device_kind_from = "kernel flag";
   machine.gpu = cuda::DeviceCount() > cuda_device ? cuda::DeviceName(cuda_device)
-                                                  : "none (" + cuda::Unavailable() + ")";
+                                                  : "none: " + cuda::Unavailable();
   return machine;
 }
 

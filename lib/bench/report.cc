@@ -102,6 +102,106 @@ void StorageFindings(BenchReport& report) {
   }
 }
 
+// A cold figure the device cannot have delivered: over its sequential bandwidth, or (random
+// order: one read per record at least) over its IOPS at the probe's depth, by more than 10% (the
+// probe's own noise). Only against a probe that read the data's filesystem with O_DIRECT: a
+// buffered probe may itself be served by a cache below.
+void MarkCacheServed(BenchReport& report) {
+  const StorageProbe& probe = report.storage;
+  if (!probe.ran || !probe.direct_io || !probe.same_filesystem_as_data) return;
+  constexpr double kMargin = 1.1;
+  std::map<std::string, int> rows_by_source;
+  for (AccessMeasurement& row : report.access) {
+    if (row.cache != "cold") continue;
+    const double iops = std::max(probe.random_iops, probe.random_iops_qd1);
+    const bool over_bandwidth =
+        probe.sequential_mb_per_s > 0 && row.mb_per_s > kMargin * probe.sequential_mb_per_s;
+    const bool over_iops = row.order == "random" && iops > 0 && row.records_per_s > kMargin * iops;
+    if (!over_bandwidth && !over_iops) continue;
+    row.served_by_cache_below = true;
+    row.device_bandwidth_share.reset();
+    ++rows_by_source[SourceName(row.source)];
+  }
+  if (rows_by_source.empty()) return;
+  std::string sources;
+  for (const auto& [source, rows] : rows_by_source) {
+    sources += (sources.empty() ? "" : ", ") + source + " (" + std::to_string(rows) + ")";
+  }
+  report.notes.push_back(
+      "cold figures above what the probe measured the device doing, marked 'cold*': " + sources +
+      ". Their pages were evicted here (mincore saw them go) but came from a cache below this "
+      "machine: the host's page cache (a VM), a RAID controller's or a network filesystem's. "
+      "They are no device figures and stay out of the device ratios; a dataset larger than that "
+      "cache, or a cold host, reads at the device's pace");
+}
+
+// The device class from what the probe measured, where the kernel's flag is unreliable (virtio
+// disks and cloud volumes report rotational whatever backs them). A 7,200 rpm disk answers a
+// random 4 KiB read in 4-12 ms; network block storage (EBS, persistent disks, iSCSI) in 0.3-3 ms;
+// local flash in under 0.3 ms, NVMe with 200,000+ reads/s at depth. "" when the probe cannot
+// tell (not run, buffered, or on another filesystem than the data).
+std::string MeasuredDeviceClass(const StorageProbe& probe) {
+  if (!probe.ran || !probe.direct_io || !probe.same_filesystem_as_data ||
+      probe.random_iops_qd1 <= 0) {
+    return "";
+  }
+  const double latency_ms = 1000.0 / probe.random_iops_qd1;
+  if (latency_ms >= 3.0) return "hdd";
+  if (latency_ms >= 0.3) return "network or cloud volume";
+  return probe.random_iops >= 200'000 ? "nvme" : "ssd";
+}
+
+void DeviceClass(BenchReport& report) {
+  MachineInfo& machine = report.machine;
+  const std::string measured = MeasuredDeviceClass(report.storage);
+  if (measured.empty()) {
+    machine.data_device_kind = machine.data_device_flag;
+    machine.data_device_kind_from = "kernel flag";
+    return;
+  }
+  machine.data_device_kind = measured;
+  machine.data_device_kind_from = "measured";
+  const bool flag_disagrees = (machine.data_device_flag == "hdd") != (measured == "hdd") &&
+                              machine.data_device_flag != "unknown";
+  if (flag_disagrees) {
+    report.notes.push_back("the kernel reports " + machine.data_device + " as " +
+                           (machine.data_device_flag == "hdd" ? "rotational" : "non-rotational") +
+                           ", but it answered a random 4 KiB read in " +
+                           Fixed(1000.0 / report.storage.random_iops_qd1, 2) +
+                           " ms at depth 1 and " + Grouped(report.storage.random_iops) +
+                           " reads/s at depth " + std::to_string(report.storage.random_depth) +
+                           ": it is taken as " + measured +
+                           " (virtio disks and cloud volumes often carry the wrong flag)");
+  }
+}
+
+// Filesystems whose figures are not a local disk's: named, with what that means.
+void FilesystemNotes(BenchReport& report) {
+  const std::string& type = report.machine.data_filesystem;
+  std::string what;
+  if (type == "overlay" || type == "aufs") {
+    what =
+        "a container's layered filesystem (the image's layers, copy-up on write); mount the "
+        "data as a volume (docker -v, a bind mount) so reads go to the disk directly";
+  } else if (type.rfind("nfs", 0) == 0 || type == "cifs" || type == "smb3" || type == "ceph" ||
+             type == "lustre" || type == "gpfs" || type == "beegfs") {
+    what =
+        "a network filesystem: latency is the network's and the server's, and the server's "
+        "cache can serve 'cold' reads; copy the dataset to local disk or tmpfs when it fits";
+  } else if (type == "9p" || type == "virtiofs") {
+    what =
+        "a host folder shared into a VM: every read crosses to the host (and its page cache), "
+        "so figures describe the host, not a device";
+  } else if (type.rfind("fuse", 0) == 0) {
+    what = "a FUSE filesystem (" + type +
+           "): each read is a round trip through a user-space daemon, an object store's for "
+           "s3fs/gcsfuse";
+  } else if (type == "tmpfs" || type == "ramfs") {
+    what = "memory: no device below, every figure is warm";
+  }
+  if (!what.empty()) report.notes.push_back("the data is on " + type + ", " + what);
+}
+
 // Cold cache: was it really cold?
 void ColdCacheNotes(BenchReport& report) {
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> unevicted;  // source: pages
@@ -145,17 +245,24 @@ void FormatFindings(const BenchOptions& options, BenchReport& report, Analysis& 
                         : row->concurrency == 1   ? " reader"
                                                   : " readers") +
                        ")";
+    if (row->served_by_cache_below) line += " [cold*: a cache below this machine, not the device]";
     if (source == "files" && best_packed != nullptr && row->records_per_s > 0) {
-      line += "; " + SourceName(best_packed->source) + " reads " +
-              Fixed(best_packed->records_per_s / row->records_per_s, 1) + "x as many records/s";
+      if (row->served_by_cache_below || best_packed->served_by_cache_below) {
+        line += "; no device ratio to " + SourceName(best_packed->source) + " (cold* figures)";
+      } else {
+        line += "; " + SourceName(best_packed->source) + " reads " +
+                Fixed(best_packed->records_per_s / row->records_per_s, 1) + "x as many records/s";
+      }
     }
     report.findings.push_back(line);
   }
-  if (const AccessMeasurement* sequential =
-          Best(report.access,
-               [&](const AccessMeasurement& row) {
-                 return row.order == "sequential" && row.cache == cache && row.source != "files";
-               });
+  if (const AccessMeasurement* sequential = Best(report.access,
+                                                 [&](const AccessMeasurement& row) {
+                                                   return row.order == "sequential" &&
+                                                          row.cache == cache &&
+                                                          row.source != "files" &&
+                                                          !row.served_by_cache_below;
+                                                 });
       sequential != nullptr && sequential->device_bandwidth_share) {
     report.findings.push_back(SourceName(sequential->source) + ", sequential, " + cache + ": " +
                               Fixed(sequential->mb_per_s, 0) + " MB/s, " +
@@ -257,24 +364,26 @@ void LoaderFindings(BenchReport& report, Analysis& analysis) {
   analysis.prefetch_needed = prefetch_needed;
 }
 
-std::string Recommendation(const BenchOptions& options, const BenchReport& report,
-                           const Analysis& analysis) {
+// What to change, each as a knob with its value and where it is set (BenchAdvice).
+std::vector<BenchAdvice> Advice(const BenchOptions& options, const BenchReport& report,
+                                const Analysis& analysis) {
   const double rate = options.consumer_images_per_s;
   const StageMeasurement* pipeline = analysis.pipeline;
   const StageMeasurement* one_thread = analysis.one_thread;
   const StageMeasurement* all_threads = analysis.all_threads;
   const unsigned threads = analysis.threads;
-  std::vector<std::string> advice;
+  std::vector<BenchAdvice> advice;
   const double delivered = pipeline != nullptr ? pipeline->images_per_s
                            : analysis.slowest  ? analysis.slowest->images_per_s
                                                : 0;
   if (delivered > 0) {
-    advice.push_back(std::string(delivered >= rate ? "fast enough" : "not fast enough") + ": " +
-                     Grouped(delivered) + " images/s delivered for a consumer of " + Grouped(rate));
-  }
-  if (!report.bottleneck.empty()) {
-    advice.push_back(report.bottleneck + " is the limit at " +
-                     Grouped(analysis.slowest->images_per_s) + " images/s");
+    std::string why = Grouped(delivered) + " images/s delivered for a consumer of " + Grouped(rate);
+    if (!report.bottleneck.empty()) {
+      why += "; " + report.bottleneck + " is the limit at " +
+             Grouped(analysis.slowest->images_per_s) + " images/s";
+    }
+    advice.push_back({"consumer", delivered >= rate ? "fast enough" : "not fast enough",
+                      "packrec bench --consumer-rate (the GPU's images/s)", delivered, why});
   }
   if (one_thread != nullptr && one_thread->images_per_s > 0) {
     const double per_thread = all_threads != nullptr && threads > 0
@@ -282,43 +391,79 @@ std::string Recommendation(const BenchOptions& options, const BenchReport& repor
                                   : one_thread->images_per_s;
     const unsigned needed = static_cast<unsigned>(std::ceil(rate / per_thread));
     if (needed > report.machine.cores) {
-      advice.push_back("decoding " + Grouped(rate) + " images/s needs about " +
-                       std::to_string(needed) + " cores and this machine has " +
-                       std::to_string(report.machine.cores) +
-                       ": store smaller images (convert --resize-short 256) or decode on the GPU");
+      advice.push_back(
+          {"resize_short", "256",
+           "packrec convert SRC OUT --resize-short 256 (or decode on the GPU)", std::nullopt,
+           "decoding " + Grouped(rate) + " images/s needs about " + std::to_string(needed) +
+               " cores and this machine has " + std::to_string(report.machine.cores) +
+               ": store smaller images or decode on the GPU"});
     } else {
       // The fewest that keep up, not the fastest setting: more threads than this only idle.
-      advice.push_back("use --threads " + std::to_string(std::max(needed, 1u)) +
-                       " (the fewest that keep up)");
+      const unsigned value = std::max(needed, 1u);
+      advice.push_back({"threads", std::to_string(value),
+                        "packrec.Loader(threads=" + std::to_string(value) +
+                            "), LoaderOptions::threads, packrec bench --threads",
+                        per_thread * value,
+                        "the fewest threads whose decode+augment rate (" + Grouped(per_thread) +
+                            " images/s each) covers the consumer's " + Grouped(rate) +
+                            "; more only idle"});
     }
   }
   if (analysis.best_packed != nullptr) {
-    advice.push_back(analysis.best_packed->source + " format" +
-                     (analysis.readers_needed > 0
-                          ? " with " + std::to_string(analysis.readers_needed) + " readers"
-                          : std::string()));
+    const AccessMeasurement& best = *analysis.best_packed;
+    std::string why = Grouped(best.records_per_s) + " records/s in random order from a " +
+                      best.cache + " cache, the fastest packed format measured";
+    if (analysis.readers_needed > 0) {
+      why += "; " + std::to_string(analysis.readers_needed) + " concurrent read" +
+             (analysis.readers_needed == 1 ? " reaches" : "s reach") + " 90% of it";
+    }
+    if (best.served_by_cache_below) why += " [cold*: not a device figure]";
+    advice.push_back({"format", best.source, "packrec convert SRC OUT --format " + best.source,
+                      best.records_per_s, why});
   }
   if (analysis.prefetch_needed > 0) {
-    advice.push_back("prefetch " + std::to_string(analysis.prefetch_needed));
+    const std::string value = std::to_string(analysis.prefetch_needed);
+    advice.push_back({"prefetch", value,
+                      "packrec.Loader(prefetch=" + value + "), LoaderOptions::prefetch_batches",
+                      std::nullopt, "the fewest batches ahead within 5% of the best prefetch"});
   }
-  std::string recommendation;
-  for (const std::string& part : advice) {
-    recommendation += (recommendation.empty() ? "" : "; ") + part;
+  return advice;
+}
+
+std::string RecommendationText(const std::vector<BenchAdvice>& advice) {
+  std::string text;
+  for (const BenchAdvice& item : advice) {
+    std::string part;
+    if (item.knob == "consumer") {
+      part = item.value + ": " + item.why;
+    } else if (item.knob == "resize_short") {
+      part = item.why + " (convert --resize-short " + item.value + ")";
+    } else if (item.knob == "format") {
+      part = item.value + " format (" + item.why + ")";
+    } else {
+      part = item.knob + "=" + item.value + " (" + item.set_with + ")";
+    }
+    text += (text.empty() ? "" : "; ") + part;
   }
-  return recommendation;
+  return text;
 }
 
 }  // namespace
 
 void AnalyzeBench(const BenchOptions& options, BenchReport& report) {
   report.findings.clear();
+  for (AccessMeasurement& row : report.access) row.served_by_cache_below = false;
   Analysis analysis;
+  DeviceClass(report);
+  FilesystemNotes(report);
   StorageFindings(report);
   ColdCacheNotes(report);
+  MarkCacheServed(report);
   FormatFindings(options, report, analysis);
   StageFindings(report, analysis);
   LoaderFindings(report, analysis);
-  report.recommendation = Recommendation(options, report, analysis);
+  report.advice = Advice(options, report, analysis);
+  report.recommendation = RecommendationText(report.advice);
 }
 
 namespace {
@@ -360,7 +505,8 @@ json AccessJson(const BenchReport& report) {
                  {"records_per_s", row.records_per_s},
                  {"mb_per_s", row.mb_per_s},
                  {"device_bandwidth_share",
-                  row.device_bandwidth_share ? json(*row.device_bandwidth_share) : json()}};
+                  row.device_bandwidth_share ? json(*row.device_bandwidth_share) : json()},
+                 {"served_by_cache_below", row.served_by_cache_below}};
     if (row.eviction) {
       const CacheEviction& e = *row.eviction;
       item["eviction"] = {{"files", e.files},
@@ -394,7 +540,9 @@ std::string BenchReportJson(const BenchReport& report) {
                     {"data_path", m.data_path},
                     {"data_filesystem", m.data_filesystem},
                     {"data_device", m.data_device},
+                    {"data_device_flag", m.data_device_flag},
                     {"data_device_kind", m.data_device_kind},
+                    {"data_device_kind_from", m.data_device_kind_from},
                     {"gpu", m.gpu}};
   out["storage"] = StorageJson(report);
   out["access"] = AccessJson(report);
@@ -438,16 +586,54 @@ std::string BenchReportJson(const BenchReport& report) {
   out["bottleneck"] = report.bottleneck;
   out["findings"] = report.findings;
   out["recommendation"] = report.recommendation;
+  json advice = json::array();
+  for (const BenchAdvice& item : report.advice) {
+    advice.push_back({{"knob", item.knob},
+                      {"value", item.value},
+                      {"set_with", item.set_with},
+                      {"expected_images_per_s",
+                       item.expected_images_per_s ? json(*item.expected_images_per_s) : json()},
+                      {"why", item.why}});
+  }
+  out["advice"] = std::move(advice);
   out["notes"] = report.notes;
   return out.dump(2);
 }
 
 namespace {
 
-// A plain text table: columns padded to their widest cell, numbers right-aligned.
+constexpr std::size_t kTableColumns = 100;
+
+// `text` after `lead`, broken at spaces into lines of kTableColumns at most, the lines after the
+// first indented to `lead`'s width.
+std::string Wrapped(const std::string& lead, const std::string& text) {
+  const std::string indent(lead.size(), ' ');
+  std::string out = lead;
+  std::size_t line = lead.size();
+  bool first = true;
+  std::istringstream words(text);
+  for (std::string word; words >> word; first = false) {
+    if (!first && line + 1 + word.size() > kTableColumns) {
+      out += "\n" + indent;
+      line = indent.size();
+    } else if (!first) {
+      out += ' ';
+      ++line;
+    }
+    out += word;
+    line += word.size();
+  }
+  return out + "\n";
+}
+
+// A plain text table: columns padded to their widest cell, numbers right-aligned; with
+// `text_last`, the last column is text: left-aligned, and wrapped onto continuation lines where a
+// row would pass kTableColumns.
 class Table {
  public:
-  explicit Table(std::vector<std::string> header) { rows_.push_back(std::move(header)); }
+  explicit Table(std::vector<std::string> header, bool text_last = false) : text_last_(text_last) {
+    rows_.push_back(std::move(header));
+  }
   void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
   std::string Render() const {
     std::vector<std::size_t> widths;
@@ -457,18 +643,27 @@ class Table {
     }
     std::ostringstream out;
     for (const auto& row : rows_) {
-      out << " ";
+      std::string line = " ";
       for (std::size_t c = 0; c < row.size(); ++c) {
+        const bool last = c + 1 == row.size();
         const std::string pad(widths[c] - row[c].size(), ' ');
-        out << " " << (c == 0 ? row[c] + pad : pad + row[c]);
+        if (last && text_last_) {
+          const std::string lead = line + " ";
+          line = Wrapped(lead, row[c]);
+          line.pop_back();  // Wrapped ends with a newline
+          break;
+        }
+        line += " " + (c == 0 ? row[c] + pad : pad + row[c]);
       }
-      out << "\n";
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      out << line << "\n";
     }
     return out.str();
   }
 
  private:
   std::vector<std::vector<std::string>> rows_;
+  bool text_last_ = false;
 };
 
 }  // namespace
@@ -504,7 +699,8 @@ void AccessTable(const BenchReport& report, std::ostringstream& out) {
                  Grouped(static_cast<double>(row.eviction->pages)) + " pages" +
                  (row.eviction->verified() ? "" : " (NOT cold)");
     }
-    access.Add({SourceName(row.source), row.order, row.cache,
+    access.Add({SourceName(row.source), row.order,
+                row.cache + (row.served_by_cache_below ? "*" : ""),
                 (row.engine == "io_uring" ? "qd " : "") + std::to_string(row.concurrency),
                 Grouped(row.records_per_s), Fixed(row.mb_per_s, 1),
                 row.device_bandwidth_share ? Percent(*row.device_bandwidth_share) : "-", resident});
@@ -514,7 +710,7 @@ void AccessTable(const BenchReport& report, std::ostringstream& out) {
 
 void StageTables(const BenchReport& report, std::ostringstream& out) {
   out << "\nloader stages on " << report.stage_source << " (images/s)\n";
-  Table stages({"stage", "threads", "batch", "prefetch", "images/s", "note"});
+  Table stages({"stage", "threads", "batch", "prefetch", "images/s", "note"}, /*text_last=*/true);
   for (const StageMeasurement& stage : report.stages) {
     stages.Add({stage.stage + (stage.sweep.empty() || stage.sweep == "threads"
                                    ? ""
@@ -526,7 +722,7 @@ void StageTables(const BenchReport& report, std::ostringstream& out) {
   }
   out << stages.Render();
 
-  out << "\nGPU upload: " << report.gpu_status << "\n";
+  out << "\n" << Wrapped("GPU upload: ", report.gpu_status);
   if (!report.upload.empty()) {
     Table upload({"batch", "memory", "copy", "GB/s", "host blocked"});
     for (const UploadMeasurement& row : report.upload) {
@@ -545,26 +741,33 @@ void StageTables(const BenchReport& report, std::ostringstream& out) {
 std::string BenchReportTable(const BenchReport& report) {
   std::ostringstream out;
   const MachineInfo& m = report.machine;
-  out << "packrec bench (" << report.mode << ", " << Fixed(report.seconds, 1)
-      << " s): " << m.cpu_model << ", " << m.cores << " cores, "
-      << Fixed(static_cast<double>(m.memory_bytes) / (1 << 30), 1) << " GiB; data on "
-      << m.data_filesystem << " (" << m.data_device << ", " << m.data_device_kind
-      << "); GPU: " << m.gpu << "\n\n";
+  out << Wrapped("", "packrec bench (" + report.mode + ", " + Fixed(report.seconds, 1) +
+                         " s): " + m.cpu_model + ", " + std::to_string(m.cores) + " cores, " +
+                         Fixed(static_cast<double>(m.memory_bytes) / (1 << 30), 1) +
+                         " GiB; data on " + m.data_filesystem + " (" + m.data_device + ", " +
+                         m.data_device_kind + ", " + m.data_device_kind_from + "); GPU: " + m.gpu)
+      << "\n";
   StorageTable(report, out);
   AccessTable(report, out);
   StageTables(report, out);
   if (report.starvation) {
     const StarvationMeasurement& st = *report.starvation;
-    out << "\nstarvation: a consumer at " << Grouped(st.consumer_images_per_s)
-        << " images/s waited " << Percent(st.wait_share) << " of its time ("
-        << Grouped(st.delivered_images_per_s) << " images/s delivered, " << st.batches
-        << " batches of " << st.batch_size << ")\n";
+    out << "\n"
+        << Wrapped("starvation: ", "a consumer at " + Grouped(st.consumer_images_per_s) +
+                                       " images/s waited " + Percent(st.wait_share) +
+                                       " of its time (" + Grouped(st.delivered_images_per_s) +
+                                       " images/s delivered, " + std::to_string(st.batches) +
+                                       " batches of " + std::to_string(st.batch_size) + ")");
   }
   out << "\nfindings:\n";
-  for (const std::string& finding : report.findings) out << "  - " << finding << "\n";
-  for (const std::string& note : report.notes) out << "  note: " << note << "\n";
+  for (const std::string& finding : report.findings) out << Wrapped("  - ", finding);
+  for (const std::string& note : report.notes) out << Wrapped("  note: ", note);
   out << "\nbottleneck: " << (report.bottleneck.empty() ? "unknown" : report.bottleneck) << "\n";
-  out << "recommendation: " << report.recommendation << "\n";
+  out << "recommendation:\n";
+  for (const BenchAdvice& item : report.advice) {
+    out << Wrapped("  - ", item.knob + " = " + item.value + ": " + item.why +
+                               (item.knob == "consumer" ? "" : " [" + item.set_with + "]"));
+  }
   return out.str();
 }
 

@@ -27,14 +27,54 @@ int DeviceCount() {
   return count;
 }
 
+namespace {
+
+// The oldest driver branch that runs a CUDA runtime of this major version (NVIDIA's CUDA
+// compatibility tables: 11.x needs r450, 12.x r525, 13.x r580); 0 where unknown.
+int MinimumDriverBranch(int runtime_major) {
+  switch (runtime_major) {
+    case 11:
+      return 450;
+    case 12:
+      return 525;
+    case 13:
+      return 580;
+    default:
+      return 0;
+  }
+}
+
+std::string CudaVersionText(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
+}  // namespace
+
+// The runtime says "CUDA driver version is insufficient for CUDA runtime version" both where the
+// driver is too old and where there is no NVIDIA driver at all: cudaDriverGetVersion (0 without a
+// driver) tells them apart, so the message says what to do.
 std::string Unavailable() {
   int count = 0;
   const cudaError_t error = cudaGetDeviceCount(&count);
-  if (error != cudaSuccess) {
-    cudaGetLastError();
-    return std::string("no usable CUDA device: ") + cudaGetErrorString(error);
+  if (error == cudaSuccess) return count == 0 ? "no CUDA device" : "";
+  cudaGetLastError();
+  int driver = 0;
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+  const std::string runtime = CudaVersionText(CUDART_VERSION);
+  if (driver == 0) {
+    return "no NVIDIA driver on this machine (packrec's CUDA " + runtime +
+           " runtime found no libcuda): install the driver to use a GPU";
   }
-  return count == 0 ? "no CUDA device" : "";
+  if (error == cudaErrorInsufficientDriver) {
+    const int branch = MinimumDriverBranch(CUDART_VERSION / 1000);
+    return "the NVIDIA driver is too old: it runs CUDA up to " + CudaVersionText(driver) +
+           ", packrec was built with CUDA " + runtime +
+           (branch > 0 ? ", which needs driver r" + std::to_string(branch) + " or newer" : "");
+  }
+  if (error == cudaErrorNoDevice) {
+    return "the NVIDIA driver (CUDA " + CudaVersionText(driver) + ") sees no GPU";
+  }
+  return std::string("no usable CUDA device: ") + cudaGetErrorString(error);
 }
 
 void* AllocatePinned(std::size_t bytes) {

@@ -14,7 +14,9 @@ namespace packrec::cuda {
 bool Built();
 // Usable devices now: 0 without CUDA, without a driver or without a device.
 int DeviceCount();
-// Why DeviceCount() is 0, for messages ("built without CUDA", the driver's error...).
+// Why DeviceCount() is 0, in words a user can act on: built without CUDA, no NVIDIA driver, a
+// driver too old for the CUDA runtime packrec was built with (and the branch it needs), a driver
+// that sees no GPU, or the runtime's own error.
 std::string Unavailable();
 // Page-locked host memory (cudaHostAlloc, portable), or nullptr when CUDA cannot give it.
 void* AllocatePinned(std::size_t bytes);

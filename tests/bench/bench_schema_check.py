@@ -46,11 +46,16 @@ def bench(extra, name):
     run = subprocess.run([cli, "bench", tree, *datasets, *small, "--json", out, *extra],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
-    assert "bottleneck: " in run.stdout and "recommendation: " in run.stdout, run.stdout
+    assert "bottleneck: " in run.stdout and "recommendation:" in run.stdout, run.stdout
+    # The table fits 100 columns (the access table's paths aside: none is printed).
+    wide = [line for line in run.stdout.splitlines() if len(line) > 100]
+    assert not wide, wide
     with open(out) as f:
         report = json.load(f)
     errors = sorted(validator.iter_errors(report), key=lambda e: list(e.path))
     assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors)
+    # Advice as data: every knob with its value and where it is set.
+    assert all(item["knob"] and item["value"] and item["set_with"] for item in report["advice"])
     return report
 
 
@@ -81,6 +86,11 @@ for flags in bad:
     assert run.returncode == 2, (flags, run.returncode, run.stderr)
     assert flags[0] in run.stderr, (flags, run.stderr)
     assert not os.path.exists(out), flags
+# A --json path that cannot be written fails at once (exit 6), before any measurement.
+run = subprocess.run([cli, "bench", tree, *small, "--json", os.path.join(work, "no", "dir.json")],
+                     capture_output=True, text=True, timeout=10)
+assert run.returncode == 6 and "no/dir.json" in run.stderr, (run.returncode, run.stderr)
+assert run.stdout == "", run.stdout
 run = subprocess.run([cli, "bench", os.path.join(work, "missing")], capture_output=True, text=True)
 assert run.returncode == 3 and "missing" in run.stderr, (run.returncode, run.stderr)
 print(f"bench JSON valid against {os.path.basename(schema_path)}; {len(bad)} bad flags refused")

@@ -204,7 +204,7 @@ TEST_CASE("bench measures loose files and every format: probe, access grid, stag
 
   const std::string table = BenchReportTable(*report);
   CHECK(table.find("bottleneck: " + report->bottleneck) != std::string::npos);
-  CHECK(table.find("recommendation: ") != std::string::npos);
+  CHECK(table.find("\nrecommendation:\n  - consumer = ") != std::string::npos);
   const std::string json = BenchReportJson(*report);
   CHECK(json.find("\"schema\": \"packrec-bench/1\"") != std::string::npos);
 }
@@ -327,7 +327,19 @@ TEST_CASE("the analysis names the slowest stage and what would fix it") {
   BenchReport upload_bound = StageReport(50'000, 30'000, 90'000, 9'000);
   AnalyzeBench(options, upload_bound);
   CHECK(upload_bound.bottleneck == "upload");
-  CHECK(upload_bound.recommendation.find("use --threads 1") != std::string::npos);
+  CHECK(upload_bound.recommendation.find("threads=1 (packrec.Loader(threads=1)") !=
+        std::string::npos);
+  const auto knob = [](const BenchReport& report, const std::string& name) {
+    const auto found = std::find_if(report.advice.begin(), report.advice.end(),
+                                    [&](const BenchAdvice& item) { return item.knob == name; });
+    return found == report.advice.end() ? std::optional<BenchAdvice>() : *found;
+  };
+  REQUIRE(knob(upload_bound, "threads"));
+  CHECK(knob(upload_bound, "threads")->value == "1");
+  CHECK(knob(upload_bound, "threads")->set_with.find("packrec.Loader(threads=1)") == 0);
+  REQUIRE(knob(decode_bound, "resize_short"));
+  CHECK(knob(decode_bound, "resize_short")->value == "256");
+  CHECK(knob(decode_bound, "consumer")->value == "not fast enough");
 
   BenchReport storage_bound = StageReport(50'000, 30'000, 90'000, std::nullopt);
   AccessMeasurement cold;
@@ -342,7 +354,126 @@ TEST_CASE("the analysis names the slowest stage and what would fix it") {
   storage_bound.stage_source = "ds.pkr";
   AnalyzeBench(options, storage_bound);
   CHECK(storage_bound.bottleneck == "storage");
-  CHECK(storage_bound.recommendation.find("shard format with 4 readers") != std::string::npos);
+  CHECK(storage_bound.recommendation.find("shard format") != std::string::npos);
+  REQUIRE(knob(storage_bound, "format"));
+  CHECK(knob(storage_bound, "format")->value == "shard");
+  CHECK(knob(storage_bound, "format")->why.find("4 concurrent reads") != std::string::npos);
+}
+
+// A report shaped like this VM's: a 1,400 MB/s, 50,000 IOPS probe (O_DIRECT, the data's
+// filesystem), and cold rows that beat it, as a host's page cache below the guest makes them.
+BenchReport ProbedReport() {
+  BenchReport report = StageReport(50'000, 30'000, 90'000, std::nullopt);
+  report.storage.ran = true;
+  report.storage.direct_io = true;
+  report.storage.same_filesystem_as_data = true;
+  report.storage.filesystem = "ext4";
+  report.storage.sequential_mb_per_s = 1'400;
+  report.storage.random_iops_qd1 = 9'000;
+  report.storage.random_iops = 50'000;
+  report.storage.random_depth = 32;
+  report.machine.data_device = "/dev/vda";
+  report.machine.data_device_flag = "hdd";
+  report.machine.data_filesystem = "ext4";
+  const auto add = [&](const std::string& source, const std::string& order, double records_per_s,
+                       double mb_per_s) {
+    AccessMeasurement row;
+    row.source = source;
+    row.path = source == "files" ? "tree" : "ds." + source;
+    row.order = order;
+    row.cache = "cold";
+    row.engine = "threads";
+    row.concurrency = 4;
+    row.records_per_s = records_per_s;
+    row.mb_per_s = mb_per_s;
+    row.device_bandwidth_share = mb_per_s / 1'400;
+    row.eviction = CacheEviction{1, 100, 100, 0, false};
+    report.access.push_back(row);
+  };
+  add("files", "random", 2'000, 60);       // within the device: a device figure
+  add("shard", "random", 148'000, 4'246);  // 3x the bandwidth, 3x the IOPS: a cache below
+  add("hdf5", "sequential", 40'000, 3'326);
+  add("lmdb", "random", 20'000, 600);  // within both
+  return report;
+}
+
+TEST_CASE(
+    "cold figures above the probe are marked as a cache below and left out of device claims") {
+  BenchOptions options;
+  BenchReport report = ProbedReport();
+  AnalyzeBench(options, report);
+  CHECK_FALSE(report.access[0].served_by_cache_below);
+  CHECK(report.access[1].served_by_cache_below);
+  CHECK(report.access[2].served_by_cache_below);
+  CHECK_FALSE(report.access[3].served_by_cache_below);
+  CHECK_FALSE(report.access[1].device_bandwidth_share.has_value());
+  CHECK(report.access[3].device_bandwidth_share.has_value());
+  for (const std::string& finding : report.findings) {
+    CAPTURE(finding);
+    // No share of the device's bandwidth above 100%, and no ratio resting on a cold* figure.
+    CHECK(finding.find("of the device's sequential bandwidth") == std::string::npos);
+    CHECK(finding.find("x as many records/s") == std::string::npos);
+  }
+  const bool noted = std::any_of(report.notes.begin(), report.notes.end(), [](const auto& note) {
+    return note.find("a cache below this machine") != std::string::npos &&
+           note.find("shard (1)") != std::string::npos &&
+           note.find("hdf5 (1)") != std::string::npos;
+  });
+  CHECK(noted);
+  const std::string table = BenchReportTable(report);
+  CHECK(table.find("cold*") != std::string::npos);
+  for (std::size_t begin = 0, end; begin < table.size(); begin = end + 1) {
+    end = table.find('\n', begin);
+    if (end == std::string::npos) end = table.size();
+    CHECK_MESSAGE(end - begin <= 100, table.substr(begin, end - begin));
+  }
+  CHECK(BenchReportJson(report).find("\"served_by_cache_below\": true") != std::string::npos);
+
+  // A buffered probe is no yardstick: nothing is marked.
+  BenchReport buffered = ProbedReport();
+  buffered.storage.direct_io = false;
+  AnalyzeBench(options, buffered);
+  CHECK_FALSE(buffered.access[1].served_by_cache_below);
+}
+
+TEST_CASE("the device class comes from the probe's latency where the kernel's flag is wrong") {
+  BenchOptions options;
+  BenchReport vm = ProbedReport();  // flagged rotational, 0.11 ms per read at depth 1
+  AnalyzeBench(options, vm);
+  CHECK(vm.machine.data_device_kind == "ssd");
+  CHECK(vm.machine.data_device_kind_from == "measured");
+  CHECK(vm.machine.data_device_flag == "hdd");
+  CHECK(std::any_of(vm.notes.begin(), vm.notes.end(), [](const std::string& note) {
+    return note.find("the kernel reports /dev/vda as rotational") != std::string::npos;
+  }));
+  const auto kind = [&](double iops_qd1, double iops) {
+    BenchReport report = ProbedReport();
+    report.storage.random_iops_qd1 = iops_qd1;
+    report.storage.random_iops = iops;
+    AnalyzeBench(options, report);
+    return report.machine.data_device_kind;
+  };
+  CHECK(kind(120, 300) == "hdd");                          // 8.3 ms: a spinning disk
+  CHECK(kind(1'000, 3'000) == "network or cloud volume");  // 1 ms: gp3-like
+  CHECK(kind(15'000, 400'000) == "nvme");
+  BenchReport elsewhere = ProbedReport();
+  elsewhere.storage.same_filesystem_as_data = false;  // the probe says nothing of the data's disk
+  AnalyzeBench(options, elsewhere);
+  CHECK(elsewhere.machine.data_device_kind == "hdd");
+  CHECK(elsewhere.machine.data_device_kind_from == "kernel flag");
+}
+
+TEST_CASE("data on overlay, NFS, 9p or FUSE is named with what it means for the figures") {
+  BenchOptions options;
+  for (const std::string type : {"overlay", "nfs4", "9p", "fuse.s3fs", "tmpfs"}) {
+    CAPTURE(type);
+    BenchReport report = ProbedReport();
+    report.machine.data_filesystem = type;
+    AnalyzeBench(options, report);
+    CHECK(std::any_of(report.notes.begin(), report.notes.end(), [&](const std::string& note) {
+      return note.rfind("the data is on " + type + ", ", 0) == 0;
+    }));
+  }
 }
 
 TEST_CASE("Reader::Locate gives each shard record's bytes in its file; other formats refuse") {

@@ -1,5 +1,7 @@
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 
@@ -87,6 +89,14 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
     options.cold_cache = !args->no_cold;
     options.measure_stages = !args->no_stages;
     options.scratch_dir = args->scratch;
+    // Checked before the run, not after it: a typo in the path must not cost a full run. Opened
+    // for appending, so that a previous report stays until this one replaces it.
+    if (!args->json_path.empty() && !std::ofstream(args->json_path, std::ios::app)) {
+      exit_code = Fail("bench", Status::IOError("cannot write the JSON report to " +
+                                                args->json_path + ": " + std::strerror(errno))
+                                    .WithPath(args->json_path));
+      return;
+    }
     const auto start = std::chrono::steady_clock::now();
     BenchProgress progress;
     if (!args->quiet) {
