@@ -23,8 +23,17 @@ from ._packrec import _convert, _Loader, _merge
 from .errors import Error
 
 __all__ = ["open", "Record", "convert", "formats", "source_formats", "merge", "synth", "decode", "image_info", "Loader", "Dataset", "Batch", "Error",
-           "max_image_pixels", "set_max_image_pixels",
+           "max_image_pixels", "set_max_image_pixels", "diagnose",
            "errors", "gpu_available", "__version__"]
+
+
+def __getattr__(name):
+    # packrec.diagnose is a callable module (packrec/diagnose.py), imported on first use: imported
+    # here up front, `python -m packrec.diagnose` would find it loaded before it runs and warn.
+    if name == "diagnose":
+        import importlib
+        return importlib.import_module(".diagnose", __name__)
+    raise AttributeError(f"module 'packrec' has no attribute {name!r}")
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
