@@ -54,6 +54,9 @@ struct BenchOptions {
   std::uint64_t max_records = 0;
   double max_seconds = 0;
   std::uint64_t probe_file_bytes = 0;  // 0: quick 128 MiB, full 1 GiB
+  // Runs of each loader measurement (the pipeline and its batch-size and prefetch sweeps), whose
+  // spread decides whether two settings differ at all; 0: quick 2, full 3.
+  unsigned repeats = 0;
   int cuda_device = 0;
 };
 
@@ -136,9 +139,11 @@ struct StageMeasurement {
   std::uint32_t prefetch_batches = 0;  // pipeline
   std::uint64_t images = 0;
   double seconds = 0;
-  double images_per_s = 0;
-  std::string sweep;  // "", "threads", "batch_size" or "prefetch": which sweep it belongs to
+  double images_per_s = 0;  // the median of `runs` where it was repeated
+  std::string sweep;        // "", "threads", "batch_size" or "prefetch": which sweep it belongs to
   std::string note;
+  // images/s of each run of a repeated measurement (BenchOptions::repeats); empty: run once.
+  std::vector<double> runs;
 };
 
 // Host-to-device copies of one batch's bytes.
@@ -192,6 +197,12 @@ struct BenchReport {
   std::string recommendation;  // the advice below, in one line of prose
   std::vector<BenchAdvice> advice;
   std::vector<std::string> notes;  // caveats: unverified eviction, probe on another filesystem ...
+  // The machine's load around the run: the 1-minute load average before and after, and the share
+  // of CPU time stolen by the hypervisor and spent busy over the whole run (/proc/stat).
+  double load_before = 0;
+  double load_after = 0;
+  double steal_share = 0;
+  double busy_share = 0;
 };
 
 // Called with a short line before each measurement ("shard: random, cold, 4 readers").

@@ -34,6 +34,7 @@ Status Validate(const BenchOptions& options) {
     return Status::InvalidArgument("--consumer-rate must be a positive number of images/s");
   }
   if (options.max_seconds < 0) return Status::InvalidArgument("--seconds must not be negative");
+  if (options.repeats > 100) return Status::InvalidArgument("--repeats takes 1 to 100 runs");
   for (const unsigned readers : options.readers) {
     if (readers == 0 || readers > 1024) {
       return Status::InvalidArgument("--readers takes counts from 1 to 1024");
@@ -76,6 +77,7 @@ Plan MakePlan(const BenchOptions& options) {
                           : quick                       ? std::uint64_t{128} << 20
                                                         : std::uint64_t{1} << 30;
   plan.sample_images = quick ? 128 : 512;
+  plan.repeats = options.repeats != 0 ? options.repeats : quick ? 2 : 3;
   return plan;
 }
 
@@ -97,6 +99,8 @@ Result<BenchReport> RunBench(const BenchOptions& options, const BenchProgress& p
     sources.push_back(std::move(source));
   }
   report.machine = bench::DescribeMachine(options.inputs.front(), options.cuda_device);
+  report.load_before = bench::LoadAverage();
+  const bench::CpuTimes cpu_before = bench::ReadCpuTimes();
 
   if (options.probe_storage) {
     PACKREC_ASSIGN_OR_RETURN(report.storage,
@@ -132,6 +136,14 @@ Result<BenchReport> RunBench(const BenchOptions& options, const BenchProgress& p
   } else {
     report.gpu_status = "not measured: --no-stages";
     report.notes.push_back("the loader's stages were not measured (--no-stages)");
+  }
+  report.load_after = bench::LoadAverage();
+  const bench::CpuTimes cpu_after = bench::ReadCpuTimes();
+  if (const std::uint64_t total = cpu_after.total - cpu_before.total; total > 0) {
+    report.steal_share =
+        static_cast<double>(cpu_after.steal - cpu_before.steal) / static_cast<double>(total);
+    report.busy_share =
+        static_cast<double>(cpu_after.busy - cpu_before.busy) / static_cast<double>(total);
   }
   AnalyzeBench(options, report);
   report.seconds = bench::SecondsSince(start);

@@ -31,6 +31,7 @@ struct Plan {
   double max_seconds = 0;
   std::uint64_t probe_file_bytes = 0;
   std::uint64_t sample_images = 0;  // records held in memory for the decode-side stages
+  unsigned repeats = 1;             // runs of each loader measurement
   std::string uring_unavailable;    // UringUnavailable(), asked once per run
 };
 
@@ -136,6 +137,16 @@ Result<StorageProbe> ProbeStorage(const Plan& plan, const std::filesystem::path&
                                   const BenchProgress& progress);
 
 MachineInfo DescribeMachine(const std::filesystem::path& data_path, int cuda_device);
+// The 1-minute load average (/proc/loadavg); 0 where unknown.
+double LoadAverage();
+// All CPUs' time so far, in clock ticks (/proc/stat's first line): busy (user, nice, system, irq,
+// softirq), stolen by the hypervisor, and in all. Zeros where unknown.
+struct CpuTimes {
+  std::uint64_t busy = 0;
+  std::uint64_t steal = 0;
+  std::uint64_t total = 0;
+};
+CpuTimes ReadCpuTimes();
 // The filesystem type holding `path` ("ext4") and its device (the mount's source).
 std::string FilesystemType(const std::filesystem::path& path, std::string* device = nullptr);
 

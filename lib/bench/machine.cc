@@ -75,6 +75,27 @@ std::string FilesystemType(const fs::path& path, std::string* device) {
   return best_type.empty() ? "unknown" : best_type;
 }
 
+double LoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  double load = 0;
+  return in >> load ? load : 0;
+}
+
+CpuTimes ReadCpuTimes() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  std::uint64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0,
+                steal = 0;
+  CpuTimes times;
+  if (in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal &&
+      cpu == "cpu") {
+    times.busy = user + nice + system + irq + softirq;
+    times.steal = steal;
+    times.total = times.busy + idle + iowait + steal;
+  }
+  return times;
+}
+
 MachineInfo DescribeMachine(const fs::path& data_path, int cuda_device) {
   MachineInfo machine;
   machine.cpu_model = AfterColon(FirstLineWith("/proc/cpuinfo", "model name"));

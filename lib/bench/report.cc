@@ -317,8 +317,94 @@ void StageFindings(BenchReport& report, Analysis& analysis) {
   }
 }
 
+// The lowest and highest images/s of a measurement's runs (its one figure when run once).
+std::pair<double, double> RangeOf(const StageMeasurement& stage) {
+  if (stage.runs.empty()) return {stage.images_per_s, stage.images_per_s};
+  const auto [low, high] = std::minmax_element(stage.runs.begin(), stage.runs.end());
+  return {*low, *high};
+}
+
+// (highest - lowest) / median of a repeated measurement; 0 when run once.
+double Spread(const StageMeasurement& stage) {
+  const auto [low, high] = RangeOf(stage);
+  return stage.images_per_s > 0 ? (high - low) / stage.images_per_s : 0;
+}
+
+// The prefetch depth to advise, or 0 for none. Repeated: only where the configured depth is
+// slower than the best beyond both their spreads (the ranges of their runs do not meet), and then
+// the smallest depth whose range meets the best's; a difference inside the spread is noise, and
+// the finding says so. Run once: the smallest depth within 5% of the best.
+std::uint32_t PrefetchNeeded(const BenchOptions& options, BenchReport& report) {
+  std::vector<const StageMeasurement*> points;
+  for (const StageMeasurement& stage : report.stages) {
+    if (stage.sweep == "prefetch") points.push_back(&stage);
+  }
+  if (points.empty()) return 0;
+  std::sort(points.begin(), points.end(),
+            [](const auto* a, const auto* b) { return a->prefetch_batches < b->prefetch_batches; });
+  const StageMeasurement* best = *std::max_element(
+      points.begin(), points.end(),
+      [](const auto* a, const auto* b) { return a->images_per_s < b->images_per_s; });
+  const bool repeated = std::all_of(points.begin(), points.end(),
+                                    [](const auto* point) { return point->runs.size() > 1; });
+  if (!repeated) {
+    for (const StageMeasurement* point : points) {
+      if (point->images_per_s >= 0.95 * best->images_per_s) return point->prefetch_batches;
+    }
+    return 0;
+  }
+  const auto meets_best = [&](const StageMeasurement* point) {
+    const auto [low, high] = RangeOf(*point);
+    const auto [best_low, best_high] = RangeOf(*best);
+    return low <= best_high && best_low <= high;
+  };
+  const auto configured = std::find_if(points.begin(), points.end(), [&](const auto* point) {
+    return point->prefetch_batches == options.prefetch_batches;
+  });
+  if (configured != points.end() && meets_best(*configured)) {
+    double widest = 0;
+    for (const StageMeasurement* point : points) widest = std::max(widest, Spread(*point));
+    report.findings.push_back("prefetch " + std::to_string(points.front()->prefetch_batches) +
+                              " to " + std::to_string(points.back()->prefetch_batches) +
+                              ": prefetch " + std::to_string(options.prefetch_batches) +
+                              " is within the spread of the best (runs vary " + "by up to " +
+                              Percent(widest) + "), so no other depth is advised");
+    return 0;
+  }
+  for (const StageMeasurement* point : points) {
+    if (meets_best(point)) return point->prefetch_batches;
+  }
+  return best->prefetch_batches;
+}
+
+// Why the figures may be noisy: a busy machine, measurements too short to mean much.
+void NoiseNotes(BenchReport& report) {
+  const unsigned cores = std::max(1u, report.machine.cores);
+  if (report.load_before > 0.5 * cores || report.steal_share > 0.05) {
+    report.notes.push_back(
+        "the machine was busy: load average " + Fixed(report.load_before, 1) + " on " +
+        std::to_string(cores) + " cores before the run, " + Percent(report.steal_share) +
+        " of CPU time stolen by the hypervisor during it; figures may be low and noisy, run "
+        "again on an idle machine");
+  }
+  std::uint64_t short_cold = 0;
+  std::uint64_t cold = 0;
+  for (const AccessMeasurement& row : report.access) {
+    if (row.cache != "cold") continue;
+    ++cold;
+    if (row.seconds < 0.05) ++short_cold;
+  }
+  if (short_cold > 0) {
+    report.notes.push_back(
+        std::to_string(short_cold) + " of " + std::to_string(cold) +
+        " cold measurements read for under 50 ms: too little data for a cold figure (the "
+        "kernel's readahead, 128 KiB to a few MiB per file, and the device's own cache serve much "
+        "of it); measure more records (--max-records) or a larger dataset");
+  }
+}
+
 // The loader as a whole: scaling, prefetch, and a consumer waiting on it.
-void LoaderFindings(BenchReport& report, Analysis& analysis) {
+void LoaderFindings(const BenchOptions& options, BenchReport& report, Analysis& analysis) {
   const unsigned threads = analysis.threads;
   const StageMeasurement* one_thread = analysis.one_thread =
       FindStage(report.stages, "decode+augment", 1);
@@ -332,17 +418,7 @@ void LoaderFindings(BenchReport& report, Analysis& analysis) {
         Percent(all_threads->images_per_s / (one_thread->images_per_s * threads)) + " of linear)");
   }
   const StageMeasurement* pipeline = analysis.pipeline = FindStage(report.stages, "pipeline", 0);
-  std::uint32_t prefetch_needed = 0;
-  double best_prefetch = 0;
-  for (const StageMeasurement& stage : report.stages) {
-    if (stage.sweep == "prefetch") best_prefetch = std::max(best_prefetch, stage.images_per_s);
-  }
-  for (const StageMeasurement& stage : report.stages) {
-    if (stage.sweep == "prefetch" && stage.images_per_s >= 0.95 * best_prefetch &&
-        (prefetch_needed == 0 || stage.prefetch_batches < prefetch_needed)) {
-      prefetch_needed = stage.prefetch_batches;
-    }
-  }
+  analysis.prefetch_needed = PrefetchNeeded(options, report);
   if (pipeline != nullptr) {
     std::string line = "the whole loader: " + Grouped(pipeline->images_per_s) + " images/s on " +
                        std::to_string(pipeline->threads) + " threads (batch " +
@@ -361,7 +437,6 @@ void LoaderFindings(BenchReport& report, Analysis& analysis) {
                               " of its time for data (" + Grouped(s.delivered_images_per_s) +
                               " images/s delivered)");
   }
-  analysis.prefetch_needed = prefetch_needed;
 }
 
 // What to change, each as a knob with its value and where it is set (BenchAdvice).
@@ -421,11 +496,14 @@ std::vector<BenchAdvice> Advice(const BenchOptions& options, const BenchReport& 
     advice.push_back({"format", best.source, "packrec convert SRC OUT --format " + best.source,
                       best.records_per_s, why});
   }
-  if (analysis.prefetch_needed > 0) {
+  if (analysis.prefetch_needed > 0 && analysis.prefetch_needed != options.prefetch_batches) {
     const std::string value = std::to_string(analysis.prefetch_needed);
     advice.push_back({"prefetch", value,
                       "packrec.Loader(prefetch=" + value + "), LoaderOptions::prefetch_batches",
-                      std::nullopt, "the fewest batches ahead within 5% of the best prefetch"});
+                      std::nullopt,
+                      "the fewest batches ahead as fast as the best depth (within the spread of "
+                      "repeated runs; within 5% when run once), and the configured " +
+                          std::to_string(options.prefetch_batches) + " is not"});
   }
   return advice;
 }
@@ -461,7 +539,8 @@ void AnalyzeBench(const BenchOptions& options, BenchReport& report) {
   MarkCacheServed(report);
   FormatFindings(options, report, analysis);
   StageFindings(report, analysis);
-  LoaderFindings(report, analysis);
+  LoaderFindings(options, report, analysis);
+  NoiseNotes(report);
   report.advice = Advice(options, report, analysis);
   report.recommendation = RecommendationText(report.advice);
 }
@@ -523,6 +602,19 @@ json AccessJson(const BenchReport& report) {
   return access;
 }
 
+json AdviceJson(const BenchReport& report) {
+  json advice = json::array();
+  for (const BenchAdvice& item : report.advice) {
+    advice.push_back({{"knob", item.knob},
+                      {"value", item.value},
+                      {"set_with", item.set_with},
+                      {"expected_images_per_s",
+                       item.expected_images_per_s ? json(*item.expected_images_per_s) : json()},
+                      {"why", item.why}});
+  }
+  return advice;
+}
+
 }  // namespace
 
 std::string BenchReportJson(const BenchReport& report) {
@@ -557,7 +649,8 @@ std::string BenchReportJson(const BenchReport& report) {
                       {"seconds", stage.seconds},
                       {"images_per_s", stage.images_per_s},
                       {"sweep", stage.sweep},
-                      {"note", stage.note}});
+                      {"note", stage.note},
+                      {"runs", stage.runs}});
   }
   out["stages"] = std::move(stages);
   out["gpu_status"] = report.gpu_status;
@@ -586,17 +679,12 @@ std::string BenchReportJson(const BenchReport& report) {
   out["bottleneck"] = report.bottleneck;
   out["findings"] = report.findings;
   out["recommendation"] = report.recommendation;
-  json advice = json::array();
-  for (const BenchAdvice& item : report.advice) {
-    advice.push_back({{"knob", item.knob},
-                      {"value", item.value},
-                      {"set_with", item.set_with},
-                      {"expected_images_per_s",
-                       item.expected_images_per_s ? json(*item.expected_images_per_s) : json()},
-                      {"why", item.why}});
-  }
-  out["advice"] = std::move(advice);
+  out["advice"] = AdviceJson(report);
   out["notes"] = report.notes;
+  out["load"] = {{"before", report.load_before},
+                 {"after", report.load_after},
+                 {"steal_share", report.steal_share},
+                 {"busy_share", report.busy_share}};
   return out.dump(2);
 }
 
@@ -710,7 +798,8 @@ void AccessTable(const BenchReport& report, std::ostringstream& out) {
 
 void StageTables(const BenchReport& report, std::ostringstream& out) {
   out << "\nloader stages on " << report.stage_source << " (images/s)\n";
-  Table stages({"stage", "threads", "batch", "prefetch", "images/s", "note"}, /*text_last=*/true);
+  Table stages({"stage", "threads", "batch", "prefetch", "images/s", "spread", "note"},
+               /*text_last=*/true);
   for (const StageMeasurement& stage : report.stages) {
     stages.Add({stage.stage + (stage.sweep.empty() || stage.sweep == "threads"
                                    ? ""
@@ -718,7 +807,8 @@ void StageTables(const BenchReport& report, std::ostringstream& out) {
                 std::to_string(stage.threads),
                 stage.batch_size ? std::to_string(stage.batch_size) : "-",
                 stage.prefetch_batches ? std::to_string(stage.prefetch_batches) : "-",
-                Grouped(stage.images_per_s), stage.note});
+                Grouped(stage.images_per_s),
+                stage.runs.empty() ? "-" : "+-" + Percent(Spread(stage) / 2), stage.note});
   }
   out << stages.Render();
 

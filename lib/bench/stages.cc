@@ -112,6 +112,26 @@ Result<StageMeasurement> RunPipeline(const Source& source, const Plan& plan, uns
   return stage;
 }
 
+// RunPipeline plan.repeats times: the median run, with every run's images/s in `runs`.
+Result<StageMeasurement> RunPipelineRepeated(const Source& source, const Plan& plan,
+                                             unsigned threads, std::uint32_t batch,
+                                             std::uint32_t prefetch, GpuUploader* uploader) {
+  std::vector<StageMeasurement> runs;
+  for (unsigned run = 0; run < std::max(plan.repeats, 1u); ++run) {
+    PACKREC_ASSIGN_OR_RETURN(StageMeasurement measured,
+                             RunPipeline(source, plan, threads, batch, prefetch, uploader));
+    runs.push_back(std::move(measured));
+  }
+  std::sort(runs.begin(), runs.end(), [](const StageMeasurement& a, const StageMeasurement& b) {
+    return a.images_per_s < b.images_per_s;
+  });
+  StageMeasurement median = runs[runs.size() / 2];
+  if (runs.size() > 1) {
+    for (const StageMeasurement& run : runs) median.runs.push_back(run.images_per_s);
+  }
+  return median;
+}
+
 Result<StarvationMeasurement> MeasureStarvation(const Source& source, const Plan& plan) {
   const std::uint32_t batch = plan.options.batch_size;
   PACKREC_ASSIGN_OR_RETURN(
@@ -392,7 +412,7 @@ Status MeasurePipeline(const Source& source, const Plan& plan, GpuUploader* uplo
   // time), which a training job pays once, not per epoch.
   PACKREC_RETURN_IF_ERROR(RunPipeline(source, plan, threads, batch, prefetch, nullptr).status());
   PACKREC_ASSIGN_OR_RETURN(StageMeasurement pipeline,
-                           RunPipeline(source, plan, threads, batch, prefetch, nullptr));
+                           RunPipelineRepeated(source, plan, threads, batch, prefetch, nullptr));
   report.stages.push_back(pipeline);
   if (uploader != nullptr) {
     if (progress) progress("pipeline + upload to the GPU");
@@ -403,14 +423,14 @@ Status MeasurePipeline(const Source& source, const Plan& plan, GpuUploader* uplo
   for (const std::uint32_t b : plan.batch_sizes) {
     if (progress) progress("pipeline sweep: batch size " + std::to_string(b));
     PACKREC_ASSIGN_OR_RETURN(StageMeasurement point,
-                             RunPipeline(source, plan, threads, b, prefetch, nullptr));
+                             RunPipelineRepeated(source, plan, threads, b, prefetch, nullptr));
     point.sweep = "batch_size";
     report.stages.push_back(point);
   }
   for (const std::uint32_t p : plan.prefetch_depths) {
     if (progress) progress("pipeline sweep: prefetch " + std::to_string(p));
     PACKREC_ASSIGN_OR_RETURN(StageMeasurement point,
-                             RunPipeline(source, plan, threads, batch, p, nullptr));
+                             RunPipelineRepeated(source, plan, threads, batch, p, nullptr));
     point.sweep = "prefetch";
     report.stages.push_back(point);
   }

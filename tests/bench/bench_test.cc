@@ -384,6 +384,7 @@ BenchReport ProbedReport() {
     row.cache = "cold";
     row.engine = "threads";
     row.concurrency = 4;
+    row.seconds = 1.0;
     row.records_per_s = records_per_s;
     row.mb_per_s = mb_per_s;
     row.device_bandwidth_share = mb_per_s / 1'400;
@@ -461,6 +462,66 @@ TEST_CASE("the device class comes from the probe's latency where the kernel's fl
   AnalyzeBench(options, elsewhere);
   CHECK(elsewhere.machine.data_device_kind == "hdd");
   CHECK(elsewhere.machine.data_device_kind_from == "kernel flag");
+}
+
+// A prefetch sweep of repeated runs: prefetch 1 and 4 (the configured depth) with these runs.
+BenchReport PrefetchSweep(std::vector<double> one, std::vector<double> four) {
+  BenchReport report = StageReport(50'000, 30'000, 90'000, std::nullopt);
+  for (const auto& [depth, runs] : {std::pair{1u, one}, std::pair{4u, four}}) {
+    StageMeasurement point;
+    point.stage = "pipeline";
+    point.sweep = "prefetch";
+    point.threads = 8;
+    point.batch_size = 256;
+    point.prefetch_batches = depth;
+    point.images = 1000;
+    point.runs = runs;
+    std::vector<double> sorted = runs;
+    std::sort(sorted.begin(), sorted.end());
+    point.images_per_s = sorted[sorted.size() / 2];
+    report.stages.push_back(point);
+  }
+  return report;
+}
+
+TEST_CASE("two settings that differ less than their spread give no advice between them") {
+  BenchOptions options;  // prefetch 4 configured
+  // The issue's case: 583 against 541, with runs of one setting spanning 399 to 541.
+  BenchReport noisy = PrefetchSweep({560, 583, 600}, {399, 541, 590});
+  AnalyzeBench(options, noisy);
+  CHECK(std::none_of(noisy.advice.begin(), noisy.advice.end(),
+                     [](const BenchAdvice& item) { return item.knob == "prefetch"; }));
+  CHECK(noisy.recommendation.find("prefetch") == std::string::npos);
+  CHECK(std::any_of(noisy.findings.begin(), noisy.findings.end(), [](const std::string& line) {
+    return line.find("within the spread of the best") != std::string::npos;
+  }));
+  // Beyond the spread (their runs do not meet), the smaller depth is advised.
+  BenchReport clear = PrefetchSweep({900, 910, 920}, {540, 550, 560});
+  AnalyzeBench(options, clear);
+  const auto prefetch =
+      std::find_if(clear.advice.begin(), clear.advice.end(),
+                   [](const BenchAdvice& item) { return item.knob == "prefetch"; });
+  REQUIRE(prefetch != clear.advice.end());
+  CHECK(prefetch->value == "1");
+  const std::string table = BenchReportTable(clear);
+  CHECK(table.find("+-1.1%") != std::string::npos);  // (920 - 900) / 910 / 2
+  CHECK(BenchReportJson(clear).find("\"runs\": [") != std::string::npos);
+}
+
+TEST_CASE("a busy machine and cold measurements too short to mean much are noted") {
+  BenchOptions options;
+  BenchReport report = ProbedReport();
+  report.load_before = 6.5;  // on 8 cores
+  report.steal_share = 0.08;
+  report.access[0].seconds = 0.01;
+  AnalyzeBench(options, report);
+  CHECK(std::any_of(report.notes.begin(), report.notes.end(), [](const std::string& note) {
+    return note.find("the machine was busy: load average 6.5 on 8 cores") == 0 &&
+           note.find("8.0% of CPU time stolen") != std::string::npos;
+  }));
+  CHECK(std::any_of(report.notes.begin(), report.notes.end(), [](const std::string& note) {
+    return note.find("1 of 4 cold measurements read for under 50 ms") == 0;
+  }));
 }
 
 TEST_CASE("data on overlay, NFS, 9p or FUSE is named with what it means for the figures") {

@@ -78,6 +78,11 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
                    "MiB)")
       ->transform(CLI::AsSizeValue(false))  // units as --shard-size takes them
       ->check(CLI::Range(std::uint64_t{1} << 20, std::uint64_t{1} << 40));
+  command
+      ->add_option("--repeats", o.repeats,
+                   "Runs of each loader measurement; settings are compared only beyond their "
+                   "spread (default 3; quick 2)")
+      ->check(CLI::Range(1u, 100u));
   command->add_option("--device", o.cuda_device, "CUDA device (default 0)")
       ->check(CLI::Range(0, 1024));
   command->add_flag("--quiet,-q", args->quiet, "No progress lines");
