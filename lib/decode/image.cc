@@ -28,7 +28,13 @@ unsigned At(std::span<const std::byte> bytes, std::size_t i) {
   return static_cast<unsigned>(bytes[i]);
 }
 
-// Names what a file that is neither JPEG nor PNG probably is, for the reject message.
+// A WebP packrec stores as it is; an animated one is foreign (foreign.h): its first frame is kept.
+bool IsStillWebp(std::span<const std::byte> bytes) {
+  return IsWebp(bytes) && ForeignImageKind(bytes).empty();
+}
+
+// Names what a file that is neither JPEG, PNG nor a still WebP probably is, for the reject
+// message.
 std::string DescribeUnsupported(std::span<const std::byte> bytes) {
   if (bytes.empty()) return "empty file";
   // BMP, GIF, TIFF, PNM: recognised by the same test convert uses to transcode them.
@@ -150,8 +156,7 @@ Result<ImageInfo> ProbeWebp(std::span<const std::byte> bytes) {
 
 Result<Pixels> DecodeAny(std::span<const std::byte> bytes, std::uint32_t min_short_side) {
   if (StartsWith(bytes, kPngSignature, sizeof kPngSignature)) return DecodePng(bytes);
-  // An animated WebP is foreign (below): its first frame, like a GIF's.
-  if (IsWebp(bytes) && ForeignImageKind(bytes).empty()) return DecodeWebp(bytes);
+  if (IsStillWebp(bytes)) return DecodeWebp(bytes);
   if (bytes.size() >= 2 && At(bytes, 0) == 0xFF && At(bytes, 1) == 0xD8) {
     return DecodeJpeg(bytes, min_short_side);
   }
@@ -237,7 +242,7 @@ Result<ImageInfo> ProbeImage(std::span<const std::byte> bytes) {
   const bool png = StartsWith(bytes, kPngSignature, sizeof kPngSignature);
   const bool jpeg =
       bytes.size() >= 4 && At(bytes, 0) == 0xFF && At(bytes, 1) == 0xD8 && At(bytes, 2) == 0xFF;
-  const bool webp = IsWebp(bytes) && ForeignImageKind(bytes).empty();
+  const bool webp = IsStillWebp(bytes);
   if (!png && !jpeg && !webp) return Status::InvalidInput(DescribeUnsupported(bytes));
   Result<ImageInfo> info = png ? ProbePng(bytes) : jpeg ? ProbeJpeg(bytes) : ProbeWebp(bytes);
   const std::uint64_t limit = MaxImagePixels();

@@ -92,6 +92,20 @@ def _batch_size(batch, torch):
     return 0
 
 
+def _diagnosis(loader, started, cpu_before, steps, images, wait, upload, step, pinned, batches):
+    """The figures of a loop timed since `started`, the machine's shares and the verdict."""
+    elapsed = time.perf_counter() - started
+    per_second = (lambda amount: amount / elapsed) if elapsed > 0 else (lambda amount: 0.0)
+    report = Diagnosis(steps=steps, seconds=elapsed, images=images,
+                       images_per_s=per_second(images), wait_s=wait, upload_s=upload, step_s=step,
+                       wait_share=per_second(wait), upload_share=per_second(upload),
+                       step_share=per_second(step),
+                       pinned=pinned, loader=_loader_settings(loader), batches=batches)
+    report.update(_machine_shares(cpu_before, _cpu_times(), elapsed))
+    _classify(report, report["loader"], os.cpu_count() or 1)
+    return report
+
+
 class Diagnosis(dict):
     """The figures (as a dict, JSON-ready) and, through str(), the verdict in words."""
 
@@ -241,15 +255,8 @@ def diagnose(loader, steps=50, step=None, device=None, warmup=2, packrec_dataset
         per_batch.append({"wait_s": t1 - t0, "upload_s": t2 - t1, "step_s": t3 - t2})
     if counted == 0:
         raise ValueError(f"the loader gave no batch after {warmup} warm-up batches")
-    elapsed = time.perf_counter() - started
-    report = Diagnosis(steps=counted, seconds=elapsed, images=images,
-                       images_per_s=images / elapsed if elapsed > 0 else 0.0,
-                       wait_s=wait, upload_s=upload, step_s=step_time,
-                       wait_share=wait / elapsed, upload_share=upload / elapsed,
-                       step_share=step_time / elapsed, pinned=pinned,
-                       loader=_loader_settings(loader), batches=per_batch)
-    report.update(_machine_shares(before, _cpu_times(), elapsed))
-    _classify(report, report["loader"], os.cpu_count() or 1)
+    report = _diagnosis(loader, started, before, counted, images, wait, upload, step_time, pinned,
+                        per_batch)
     if packrec_dataset is not None:
         report["packrec"] = _packrec_rate(packrec_dataset, report, images, counted)
     if file is not None:
@@ -291,18 +298,9 @@ class _Timer:
         self.before = _cpu_times()
 
     def report(self):
-        elapsed = time.perf_counter() - self.started
-        result = Diagnosis(steps=self.batches, seconds=elapsed, images=self.images,
-                           images_per_s=self.images / elapsed if elapsed > 0 else 0.0,
-                           wait_s=self.wait, upload_s=0.0, step_s=self.step,
-                           wait_share=self.wait / elapsed if elapsed > 0 else 0.0,
-                           upload_share=0.0,
-                           step_share=self.step / elapsed if elapsed > 0 else 0.0,
-                           pinned=bool(getattr(self.loader, "pin_memory", False)),
-                           loader=_loader_settings(self.loader), batches=[])
-        result.update(_machine_shares(self.before, _cpu_times(), elapsed))
-        _classify(result, result["loader"], os.cpu_count() or 1)
-        return result
+        return _diagnosis(self.loader, self.started, self.before, self.batches, self.images,
+                          self.wait, 0.0, self.step,
+                          bool(getattr(self.loader, "pin_memory", False)), [])
 
 
 def _run_script(argv):
