@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "packrec/status.h"
+#include "packrec/storage_emulation.h"
 
 namespace packrec {
 
@@ -58,6 +59,12 @@ struct BenchOptions {
   // spread decides whether two settings differ at all; 0: quick 2, full 3.
   unsigned repeats = 0;
   int cuda_device = 0;
+  // The inputs sit on emulated storage (packrec bench --storage; not owned, outlives RunBench):
+  // cold measurements also drop the filesystem's metadata caches, each access row counts the
+  // reads that reached the device, and a cold epoch of the loader is measured (shuffle global and
+  // windowed). Access measurements last at least 3 s (quick) or 5 s (full): the kernel's
+  // throttle lets a short burst through at its start.
+  const StorageEmulation* storage_emulation = nullptr;
 };
 
 struct MachineInfo {
@@ -127,12 +134,21 @@ struct AccessMeasurement {
   // cannot evict (a VM host's page cache, a RAID controller's, a network filesystem's), so it is
   // no device figure. Set by AnalyzeBench; such rows stay out of device ratios and findings.
   bool served_by_cache_below = false;
+  // On emulated storage: the reads that reached the device (after the page cache and
+  // readahead), and, set by AnalyzeBench, the seconds the profile's limits give them: the larger
+  // of bytes over its bytes/s and reads over its reads/s, and which of the two that is ("bytes"
+  // or "reads").
+  std::optional<DeviceReads> device_reads;
+  std::optional<double> limits_seconds;
+  std::string limited_by;
 };
 
 // One stage of the loader, alone or all together ("pipeline").
 struct StageMeasurement {
   // "read", "decode" (whole image), "augment" (crop + resize + flip of decoded pixels),
-  // "decode+augment" (the loader's fused region decode), "collate", "upload", "pipeline"
+  // "decode+augment" (the loader's fused region decode), "collate", "upload", "pipeline"; on
+  // emulated storage also "epoch cold": the loader from a cold cache, what a training job's
+  // epoch over data larger than memory gets (`sweep` "shuffle", `note` names the shuffle).
   std::string stage;
   unsigned threads = 1;
   std::uint32_t batch_size = 0;        // collate, upload and pipeline
@@ -140,7 +156,7 @@ struct StageMeasurement {
   std::uint64_t images = 0;
   double seconds = 0;
   double images_per_s = 0;  // the median of `runs` where it was repeated
-  std::string sweep;        // "", "threads", "batch_size" or "prefetch": which sweep it belongs to
+  std::string sweep;  // "", "threads", "batch_size", "prefetch" or "shuffle": the sweep it is of
   std::string note;
   // images/s of each run of a repeated measurement (BenchOptions::repeats); empty: run once.
   std::vector<double> runs;
@@ -169,8 +185,8 @@ struct StarvationMeasurement {
 // One thing to change (or keep), as data: the knob, its value, where it is set, and what the
 // measurements say it gives.
 struct BenchAdvice {
-  // "threads" (the loader's decode threads), "prefetch", "format", "resize_short", "workers"
-  // (concurrent reads), "consumer" (the verdict: whether the loader keeps up).
+  // "threads" (the loader's decode threads), "prefetch", "format", "resize_short", "shuffle"
+  // (windowed, on emulated slow storage), "consumer" (the verdict: whether the loader keeps up).
   std::string knob;
   std::string value;     // as it is passed: "2", "shard", "256"
   std::string set_with;  // "packrec.Loader(threads=2), packrec bench --threads 2"
@@ -191,6 +207,9 @@ struct BenchReport {
   std::string gpu_status;  // "ok: <device>" or "no CUDA device: <why>"
   std::vector<UploadMeasurement> upload;
   std::optional<StarvationMeasurement> starvation;
+  // The emulated device the inputs were copied to (packrec bench --storage), and how.
+  std::optional<StorageProfile> emulated_storage;
+  std::string emulated_device;  // StorageEmulation::Describe()
   // Filled by AnalyzeBench.
   std::string bottleneck;  // a stage name, or "storage"
   std::vector<std::string> findings;

@@ -93,6 +93,32 @@ AccessMeasurement Row(const Source& source, const char* order, bool cold, const 
   return row;
 }
 
+// Cold: the records' pages evicted and, on emulated storage, the filesystem's metadata dropped
+// too (a cold cache is one that has not seen the files either). None for warm runs.
+Result<std::optional<CacheEviction>> MakeCold(Source& source,
+                                              const std::vector<std::uint64_t>& records,
+                                              const Plan& plan, bool cold) {
+  if (!cold) return std::optional<CacheEviction>();
+  PACKREC_ASSIGN_OR_RETURN(CacheEviction eviction, source.Evict(records));
+  if (plan.options.storage_emulation != nullptr) {
+    PACKREC_RETURN_IF_ERROR(plan.options.storage_emulation->DropMetadataCaches());
+  }
+  return std::optional<CacheEviction>(eviction);
+}
+
+// Reads the emulated device has served this process so far; none off emulated storage.
+Result<std::optional<DeviceReads>> DeviceReadsNow(const Plan& plan) {
+  if (plan.options.storage_emulation == nullptr) return std::optional<DeviceReads>();
+  PACKREC_ASSIGN_OR_RETURN(const DeviceReads reads, plan.options.storage_emulation->Reads());
+  return std::optional<DeviceReads>(reads);
+}
+
+std::optional<DeviceReads> ReadsBetween(const std::optional<DeviceReads>& before,
+                                        const std::optional<DeviceReads>& after) {
+  if (!before || !after) return std::nullopt;
+  return DeviceReads{after->requests - before->requests, after->bytes - before->bytes};
+}
+
 // Shards through io_uring: the records' byte ranges (Reader::Locate) read `depth` at a time.
 Status MeasureUring(Source& source, const Plan& plan, const std::vector<std::uint64_t>& records,
                     const StorageProbe& probe, const BenchProgress& progress,
@@ -116,15 +142,16 @@ Status MeasureUring(Source& source, const Plan& plan, const std::vector<std::uin
         progress(source.kind() + ": random, " + (cold ? "cold" : "warm") + ", io_uring depth " +
                  std::to_string(depth));
       }
-      std::optional<CacheEviction> eviction;
-      if (cold) {
-        PACKREC_ASSIGN_OR_RETURN(eviction, source.Evict(records));
-      }
+      PACKREC_ASSIGN_OR_RETURN(const std::optional<CacheEviction> eviction,
+                               MakeCold(source, records, plan, cold));
+      PACKREC_ASSIGN_OR_RETURN(const std::optional<DeviceReads> before, DeviceReadsNow(plan));
       PACKREC_ASSIGN_OR_RETURN(const IoCount count,
-                               UringRead(requests, depth, Deadline(plan.max_seconds)));
+                               UringRead(requests, depth, Deadline(plan.device_seconds)));
+      PACKREC_ASSIGN_OR_RETURN(const std::optional<DeviceReads> after, DeviceReadsNow(plan));
       AccessMeasurement row = Row(source, "random", cold, "io_uring", depth,
                                   Tally{count.requests, count.bytes, count.seconds}, probe);
       row.eviction = eviction;
+      if (cold) row.device_reads = ReadsBetween(before, after);
       rows.push_back(std::move(row));
     }
   }
@@ -292,22 +319,23 @@ Result<std::vector<AccessMeasurement>> MeasureAccess(Source& source, const Plan&
           progress(source.kind() + ": " + order + ", " + (cold ? "cold" : "warm") + ", " +
                    std::to_string(readers) + (readers == 1 ? " reader" : " readers"));
         }
-        std::optional<CacheEviction> eviction;
-        if (cold) {
-          PACKREC_ASSIGN_OR_RETURN(eviction, source.Evict(records));
-        }
+        PACKREC_ASSIGN_OR_RETURN(const std::optional<CacheEviction> eviction,
+                                 MakeCold(source, records, plan, cold));
+        PACKREC_ASSIGN_OR_RETURN(const std::optional<DeviceReads> before, DeviceReadsNow(plan));
         // Warm: the fastest of three passes (the cache is as warm as it gets; noise only slows).
         Tally tally;
         for (int pass = 0; pass < (cold ? 1 : 3); ++pass) {
-          PACKREC_ASSIGN_OR_RETURN(
-              const Tally run, ReadRecords(source, records, sequential, readers, plan.max_seconds));
+          PACKREC_ASSIGN_OR_RETURN(const Tally run, ReadRecords(source, records, sequential,
+                                                                readers, plan.device_seconds));
           if (pass == 0 || static_cast<double>(run.requests) * tally.seconds >
                                static_cast<double>(tally.requests) * run.seconds) {
             tally = run;
           }
         }
+        PACKREC_ASSIGN_OR_RETURN(const std::optional<DeviceReads> after, DeviceReadsNow(plan));
         AccessMeasurement row = Row(source, order, cold, "threads", readers, tally, probe);
         row.eviction = eviction;
+        if (cold) row.device_reads = ReadsBetween(before, after);
         rows.push_back(std::move(row));
       }
     }

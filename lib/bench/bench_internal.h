@@ -29,6 +29,8 @@ struct Plan {
   unsigned threads = 1;
   std::uint64_t max_records = 0;
   double max_seconds = 0;
+  // The access rows' and cold epochs' measurements: max_seconds, or longer on emulated storage.
+  double device_seconds = 0;
   std::uint64_t probe_file_bytes = 0;
   std::uint64_t sample_images = 0;  // records held in memory for the decode-side stages
   unsigned repeats = 1;             // runs of each loader measurement
@@ -153,6 +155,11 @@ std::string FilesystemType(const std::filesystem::path& path, std::string* devic
 // Stages, sweeps, GPU upload and the starvation figure, into `report`.
 Status MeasureStages(const Source& source, const Plan& plan, BenchReport& report,
                      const BenchProgress& progress);
+
+// On emulated storage (BenchOptions::storage_emulation), the loader over a cold cache: one
+// "epoch cold" stage per shuffle (global, windowed), into `report`. Nothing elsewhere.
+Status MeasureColdEpochs(Source& source, const Plan& plan, BenchReport& report,
+                         const BenchProgress& progress);
 
 // Positioned reads through io_uring, `depth` in flight (bench.h: the shard io_uring mode and the
 // probe's random IOPS). Built with Debian's liburing when found; otherwise NotSupported.

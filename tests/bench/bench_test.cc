@@ -534,6 +534,158 @@ TEST_CASE("a busy machine and cold measurements too short to mean much are noted
   }));
 }
 
+TEST_CASE("storage profiles: the built-in ones, custom devices, overrides, and bad parts named") {
+  const Result<StorageProfile> hdd = ParseStorageProfile("hdd");
+  REQUIRE(hdd.ok());
+  CHECK(hdd->read_bytes_per_s == 180'000'000);
+  CHECK(hdd->read_iops == 100);
+  CHECK_FALSE(hdd->source.empty());
+  for (const char* name : {"sata-ssd", "nvme", "cloud-gp3"}) {
+    CAPTURE(name);
+    CHECK(ParseStorageProfile(name).ok());
+  }
+  const Result<StorageProfile> gp3 = ParseStorageProfile("cloud-gp3");
+  CHECK(gp3->read_iops == 3'000);
+  const Result<StorageProfile> custom = ParseStorageProfile("bps=1.5GiB/s,iops=3k");
+  REQUIRE(custom.ok());
+  CHECK(custom->name == "custom");
+  CHECK(custom->read_bytes_per_s == 1'610'612'736);
+  CHECK(custom->read_iops == 3'000);
+  const Result<StorageProfile> bytes_only = ParseStorageProfile("bps=200MB");
+  REQUIRE(bytes_only.ok());
+  CHECK(bytes_only->read_bytes_per_s == 200'000'000);
+  CHECK(bytes_only->read_iops == 0);
+  CHECK(bytes_only->description.find("reads/s not capped") != std::string::npos);
+  const Result<StorageProfile> tuned = ParseStorageProfile("hdd,readahead=128KiB,iops=80");
+  REQUIRE(tuned.ok());
+  CHECK(tuned->name == "hdd");
+  CHECK(tuned->readahead_bytes == 131'072);
+  CHECK(tuned->read_iops == 80);
+  for (const char* bad : {"floppy", "bps=0", "bps=-5MB", "iops=1x", "bps=10MB,latency=5ms",
+                          "hdd,iops=", "", "bps=1e40"}) {
+    CAPTURE(bad);
+    const Result<StorageProfile> refused = ParseStorageProfile(bad);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.status().code() == StatusCode::kInvalidArgument);
+  }
+  CHECK(ParseStorageProfile("floppy").status().message().find("hdd, sata-ssd, nvme, cloud-gp3") !=
+        std::string::npos);
+  CHECK(ParseStorageProfile("bps=10MB,latency=5ms").status().message().find("latency=5ms") !=
+        std::string::npos);
+  // Unavailable() is a reason or nothing; without root it names root.
+  if (::geteuid() != 0) CHECK(StorageEmulation::Unavailable().find("root") != std::string::npos);
+}
+
+// A report from an emulated 7,200 rpm disk: cold rows with the reads the device served.
+BenchReport EmulatedReport() {
+  BenchReport report = StageReport(50'000, 30'000, 90'000, std::nullopt);
+  report.emulated_storage = *ParseStorageProfile("hdd");
+  report.emulated_device = "/dev/loop0 (ext4 on a 0.50 GiB image in memory), reads capped";
+  const auto add = [&](const std::string& source, const std::string& order, std::uint64_t records,
+                       double seconds, std::uint64_t reads, std::uint64_t bytes) {
+    AccessMeasurement row;
+    row.source = source;
+    row.path = source == "files" ? "tree" : "ds." + source;
+    row.order = order;
+    row.cache = "cold";
+    row.engine = "threads";
+    row.concurrency = 1;
+    row.records = records;
+    row.seconds = seconds;
+    row.records_per_s = static_cast<double>(records) / seconds;
+    row.mb_per_s = static_cast<double>(bytes) / 1e6 / seconds;
+    row.eviction = CacheEviction{1, 100, 100, 0, false};
+    row.device_reads = DeviceReads{reads, bytes};
+    report.access.push_back(row);
+  };
+  // 300 files, 1.4 reads each, in 4.3 s: the reads/s cap (420 reads at 100/s) gives 4.2 s.
+  add("files", "random", 300, 4.3, 420, 10'000'000);
+  // 3,000 records in order, 540 MB in 3.1 s: the bytes/s cap gives 3.0 s.
+  add("shard", "sequential", 3'000, 3.1, 270, 540'000'000);
+  return report;
+}
+
+TEST_CASE("on emulated storage each cold row is set against what the profile's limits give it") {
+  BenchOptions options;
+  BenchReport report = EmulatedReport();
+  AnalyzeBench(options, report);
+  REQUIRE(report.access[0].limits_seconds);
+  CHECK(*report.access[0].limits_seconds == doctest::Approx(4.2));
+  CHECK(report.access[0].limited_by == "reads");
+  CHECK(*report.access[1].limits_seconds == doctest::Approx(3.0));
+  CHECK(report.access[1].limited_by == "bytes");
+  const auto found = [&](const std::string& text) {
+    return std::any_of(
+        report.findings.begin(), report.findings.end(),
+        [&](const std::string& line) { return line.find(text) != std::string::npos; });
+  };
+  // 300 / 4.2 = 71 records/s predicted, 70 measured; 3,000 / 3.0 = 1,000 predicted, 968 measured.
+  CHECK(found("loose files, random, cold, 1 reader: 70 records/s, 1.40 device reads"));
+  CHECK(found("the limits give 71 records/s (by reads): measured 98% of it"));
+  CHECK(found("the limits give 1,000 records/s (by bytes): measured 97% of it"));
+  CHECK(
+      found("shard read in order gets 13.9x the records/s of loose files in random order; the "
+            "limits imply 14.0x"));
+  const std::string table = BenchReportTable(report);
+  CHECK(table.find("emulated storage: hdd, 7,200 rpm SATA hard disk: 180 MB/s, 100 reads/s") !=
+        std::string::npos);
+  for (std::size_t begin = 0, end; begin < table.size(); begin = end + 1) {
+    end = table.find('\n', begin);
+    if (end == std::string::npos) end = table.size();
+    CHECK_MESSAGE(end - begin <= 100, table.substr(begin, end - begin));
+  }
+  const std::string json = BenchReportJson(report);
+  CHECK(json.find("\"emulated_storage\": {") != std::string::npos);
+  CHECK(json.find("\"limited_by\": \"reads\"") != std::string::npos);
+  // Off emulated storage none of it: no limits, no emulation findings.
+  BenchReport plain = EmulatedReport();
+  plain.emulated_storage.reset();
+  AnalyzeBench(options, plain);
+  CHECK_FALSE(plain.access[0].limits_seconds);
+  CHECK(BenchReportJson(plain).find("\"emulated_storage\": null") != std::string::npos);
+}
+
+TEST_CASE("a windowed shuffle is advised on emulated storage only when a cold epoch gains 1.5x") {
+  BenchOptions options;
+  const auto with_epochs = [](double global, double windowed) {
+    BenchReport report = EmulatedReport();
+    for (const auto& [note, rate] :
+         {std::pair{"shuffle global", global},
+          std::pair{"shuffle windowed, 250 records a window", windowed}}) {
+      StageMeasurement epoch;
+      epoch.stage = "epoch cold";
+      epoch.sweep = "shuffle";
+      epoch.note = note;
+      epoch.threads = 2;
+      epoch.images_per_s = rate;
+      report.stages.push_back(epoch);
+    }
+    return report;
+  };
+  const auto shuffle_advice = [](const BenchReport& report) {
+    return std::find_if(report.advice.begin(), report.advice.end(),
+                        [](const BenchAdvice& item) { return item.knob == "shuffle"; });
+  };
+  BenchReport clear = with_epochs(138, 257);
+  AnalyzeBench(options, clear);
+  const auto advised = shuffle_advice(clear);
+  REQUIRE(advised != clear.advice.end());
+  CHECK(advised->value == "windowed");
+  CHECK(advised->set_with.find("packrec.Loader(shuffle='windowed'") == 0);
+  CHECK(advised->expected_images_per_s == doctest::Approx(257));
+  // The verdict rests on the cold epoch: data larger than memory comes off the device each time.
+  const auto verdict =
+      std::find_if(clear.advice.begin(), clear.advice.end(),
+                   [](const BenchAdvice& item) { return item.knob == "consumer"; });
+  REQUIRE(verdict != clear.advice.end());
+  CHECK(verdict->value == "not fast enough");
+  CHECK(verdict->expected_images_per_s == doctest::Approx(138));
+  CHECK(verdict->why.find("an epoch from a cold cache on the emulated hdd") == 0);
+  BenchReport close = with_epochs(138, 180);
+  AnalyzeBench(options, close);
+  CHECK(shuffle_advice(close) == close.advice.end());
+}
+
 TEST_CASE("data on overlay, NFS, 9p or FUSE is named with what it means for the figures") {
   BenchOptions options;
   for (const std::string type : {"overlay", "nfs4", "9p", "fuse.s3fs", "tmpfs"}) {

@@ -1,14 +1,57 @@
+#include <unistd.h>
+
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <memory>
 
 #include "cli_common.h"
 #include "packrec/bench.h"
+#include "packrec/storage_emulation.h"
 
 namespace packrec::cli {
+
+namespace {
+
+std::string StorageHelp() {
+  std::string help =
+      "Measure as if the data sat on another device: a copy on a loop device whose reads the "
+      "kernel's block I/O controller caps (root only; docs/bench.md). Profiles:";
+  for (const StorageProfile& profile : BuiltinStorageProfiles()) {
+    help += " " + profile.name + " (" + std::to_string(profile.read_bytes_per_s / 1'000'000) +
+            " MB/s, " + std::to_string(profile.read_iops) + " reads/s),";
+  }
+  return help + " or your own: bps=200MB,iops=150";
+}
+
+// The inputs copied onto the emulated device, and `options` pointed at the copies (the probe's
+// scratch file goes there too).
+Result<std::unique_ptr<StorageEmulation>> EmulateStorage(const std::string& storage,
+                                                         BenchOptions& options) {
+  PACKREC_ASSIGN_OR_RETURN(const StorageProfile profile, ParseStorageProfile(storage));
+  if (const std::string why = StorageEmulation::Unavailable(); !why.empty()) {
+    return Status::NotSupported("--storage " + storage + " skipped: " + why +
+                                (::geteuid() != 0 ? "; run it with sudo" : ""));
+  }
+  // Room for the probe's scratch file, as large as RunBench makes it.
+  const std::uint64_t probe_bytes = options.probe_file_bytes != 0 ? options.probe_file_bytes
+                                    : options.quick               ? std::uint64_t{128} << 20
+                                                                  : std::uint64_t{1} << 30;
+  std::fprintf(stderr, "emulated storage: copying the inputs onto a %s device\n",
+               profile.name.c_str());
+  PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<StorageEmulation> emulation,
+                           StorageEmulation::Create(profile, options.inputs, options.scratch_dir,
+                                                    options.probe_storage ? probe_bytes : 0));
+  options.inputs = emulation->inputs();
+  options.scratch_dir = emulation->mount_point();
+  options.storage_emulation = emulation.get();
+  return emulation;
+}
+
+}  // namespace
 
 void AddBenchCommand(CLI::App& app, int& exit_code) {
   auto* command = app.add_subcommand(
@@ -24,6 +67,7 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
     std::vector<std::string> inputs;
     std::string json_path;
     std::string scratch;
+    std::string storage;
     bool quick = false;
     bool no_probe = false;
     bool no_cold = false;
@@ -40,6 +84,7 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
   command->add_option("--scratch", args->scratch,
                       "Directory for the storage probe's scratch file (default $TMPDIR or /tmp); "
                       "put it on the data's filesystem");
+  command->add_option("--storage", args->storage, StorageHelp());
   command->add_flag("--no-probe", args->no_probe, "Skip the storage probe (writes nothing)");
   command->add_flag("--no-cold", args->no_cold, "Warm-cache measurements only (no eviction)");
   command->add_flag("--no-stages", args->no_stages,
@@ -101,6 +146,21 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
                                                 args->json_path + ": " + std::strerror(errno))
                                     .WithPath(args->json_path));
       return;
+    }
+    std::unique_ptr<StorageEmulation> emulation;
+    if (!args->storage.empty()) {
+      Result<std::unique_ptr<StorageEmulation>> made = EmulateStorage(args->storage, options);
+      if (!made.ok()) {
+        exit_code = Fail("bench", made.status());
+        if (!args->json_path.empty()) {
+          std::ofstream(args->json_path, std::ios::trunc)
+              << ErrorJson("bench", made.status()) << "\n";
+        }
+        return;
+      }
+      emulation = std::move(made).value();
+      if (!args->quiet)
+        std::fprintf(stderr, "emulated storage: %s\n", emulation->Describe().c_str());
     }
     const auto start = std::chrono::steady_clock::now();
     BenchProgress progress;

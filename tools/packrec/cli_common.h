@@ -20,7 +20,7 @@ enum ExitCode : int {
   kExitOutputExists = 4,  // output exists (pass --overwrite) or is not ours to replace
   kExitCorrupt = 5,       // dataset corrupt or truncated; verify found problems
   kExitIO = 6,            // the system refused: permission, disk full, ...
-  kExitNotSupported = 7,  // written by a newer packrec
+  kExitNotSupported = 7,  // written by a newer packrec; or needs what this machine lacks
 };
 
 // `text` safe for a terminal line: control characters and bytes that are not UTF-8 as \xNN, so
