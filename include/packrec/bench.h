@@ -60,9 +60,9 @@ struct BenchOptions {
   unsigned repeats = 0;
   int cuda_device = 0;
   // The inputs sit on emulated storage (packrec bench --storage; not owned, outlives RunBench):
-  // cold measurements also drop the filesystem's metadata caches, each access row counts the
-  // reads that reached the device, and a cold epoch of the loader is measured (shuffle global and
-  // windowed). Access measurements last at least 3 s (quick) or 5 s (full): the kernel's
+  // cold measurements also drop the filesystem's metadata caches, each cold access row counts the
+  // reads that reached the device, warm access rows are left out (they never reach it), and a
+  // cold epoch of the loader is measured (shuffle global and windowed). Access measurements last at least 3 s (quick) or 5 s (full): the kernel's
   // throttle lets a short burst through at its start.
   const StorageEmulation* storage_emulation = nullptr;
 };
@@ -160,6 +160,8 @@ struct StageMeasurement {
   std::string note;
   // images/s of each run of a repeated measurement (BenchOptions::repeats); empty: run once.
   std::vector<double> runs;
+  // "epoch cold" on emulated storage: the reads that reached the device during it.
+  std::optional<DeviceReads> device_reads;
 };
 
 // Host-to-device copies of one batch's bytes.

@@ -476,6 +476,7 @@ Result<StageMeasurement> RunColdEpoch(Source& source, const Plan& plan, ShuffleM
   LoaderOptions options = TrainOptions(plan, plan.threads, kBatch, kPrefetch);
   options.shuffle = shuffle;
   options.shuffle_window = window;
+  PACKREC_ASSIGN_OR_RETURN(const DeviceReads before, plan.options.storage_emulation->Reads());
   const auto start = Clock::now();
   PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader,
                            Loader::Create(source.reader(), options));
@@ -487,6 +488,8 @@ Result<StageMeasurement> RunColdEpoch(Source& source, const Plan& plan, ShuffleM
     images += got->size();
   }
   StageMeasurement stage = Stage("epoch cold", plan.threads, images, SecondsSince(start));
+  PACKREC_ASSIGN_OR_RETURN(const DeviceReads after, plan.options.storage_emulation->Reads());
+  stage.device_reads = DeviceReads{after.requests - before.requests, after.bytes - before.bytes};
   stage.batch_size = kBatch;
   stage.prefetch_batches = kPrefetch;
   stage.sweep = "shuffle";

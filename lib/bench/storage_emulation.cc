@@ -431,7 +431,12 @@ Status StorageEmulation::SetUpDevice(const fs::path& image_dir, std::uint64_t im
     const fs::path failed = std::exchange(mount_point_, {});
     return ErrnoStatus("create the mount point", failed, errno);
   }
-  if (::mount(loop_device_.c_str(), mount_point_.c_str(), "ext4", 0, nullptr) != 0) {
+  // ext4 reads inode tables ahead as 32 separate 4 KiB requests, which a disk's I/O scheduler
+  // merges into one but the throttle, above the scheduler, counts as 32 reads: 33 device reads a
+  // file at random over 20,000 loose files, where a disk seeks once (measured). Without that
+  // readahead an inode table block missed is one read, as one seek on the disk.
+  if (::mount(loop_device_.c_str(), mount_point_.c_str(), "ext4", 0,
+              "inode_readahead_blks=0") != 0) {
     return ErrnoStatus("mount " + loop_device_ + " (ext4) on", mount_point_, errno);
   }
   mounted_ = true;

@@ -681,6 +681,22 @@ TEST_CASE("a windowed shuffle is advised on emulated storage only when a cold ep
   CHECK(verdict->value == "not fast enough");
   CHECK(verdict->expected_images_per_s == doctest::Approx(138));
   CHECK(verdict->why.find("an epoch from a cold cache on the emulated hdd") == 0);
+  // A small dataset read around: 900 images from 30 device reads. Over data larger than memory
+  // each image is a read of its own, and the hdd's 100 reads/s is the rate to expect.
+  BenchReport read_around = with_epochs(900, 950);
+  for (StageMeasurement& stage : read_around.stages) {
+    if (stage.stage == "epoch cold") {
+      stage.images = 900;
+      stage.device_reads = DeviceReads{30, 30'000'000};
+    }
+  }
+  AnalyzeBench(options, read_around);
+  const auto small = std::find_if(read_around.advice.begin(), read_around.advice.end(),
+                                  [](const BenchAdvice& item) { return item.knob == "consumer"; });
+  REQUIRE(small != read_around.advice.end());
+  CHECK(small->expected_images_per_s == doctest::Approx(100));
+  CHECK(small->why.find("0.03 device reads an image") != std::string::npos);
+  CHECK(small->why.find("about 100 images/s from this device") != std::string::npos);
   BenchReport close = with_epochs(138, 180);
   AnalyzeBench(options, close);
   CHECK(shuffle_advice(close) == close.advice.end());

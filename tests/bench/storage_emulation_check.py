@@ -139,8 +139,8 @@ lead, implied = shard_measured / files_measured, shard_predicted / files_predict
 print(f"shard in order over loose files at random: {lead:.1f}x, the limits imply {implied:.1f}x")
 assert 0.8 <= lead / implied <= 1.2, (lead, implied)
 assert lead > 3, lead
-# Warm rows never reach the device; a cold epoch of the loader ran with each shuffle.
-assert all(r["device_reads"] is None for r in report["access"] if r["cache"] == "warm")
+# Warm rows never reach the device: left out. A cold epoch of the loader ran with each shuffle.
+assert all(r["cache"] == "cold" for r in report["access"]), report["access"]
 epochs = [s for s in report["stages"] if s["stage"] == "epoch cold"]
 assert [s["note"].split(",")[0] for s in epochs] == ["shuffle global", "shuffle windowed"], epochs
 assert all(s["images"] > 0 for s in epochs), epochs

@@ -30,7 +30,7 @@ std::string StorageHelp() {
 // The inputs copied onto the emulated device, and `options` pointed at the copies (the probe's
 // scratch file goes there too).
 Result<std::unique_ptr<StorageEmulation>> EmulateStorage(const std::string& storage,
-                                                         BenchOptions& options) {
+                                                         BenchOptions& options, bool quiet) {
   PACKREC_ASSIGN_OR_RETURN(const StorageProfile profile, ParseStorageProfile(storage));
   if (const std::string why = StorageEmulation::Unavailable(); !why.empty()) {
     return Status::NotSupported("--storage " + storage + " skipped: " + why +
@@ -40,8 +40,10 @@ Result<std::unique_ptr<StorageEmulation>> EmulateStorage(const std::string& stor
   const std::uint64_t probe_bytes = options.probe_file_bytes != 0 ? options.probe_file_bytes
                                     : options.quick               ? std::uint64_t{128} << 20
                                                                   : std::uint64_t{1} << 30;
-  std::fprintf(stderr, "emulated storage: copying the inputs onto a %s device\n",
-               profile.name.c_str());
+  if (!quiet) {
+    std::fprintf(stderr, "emulated storage: copying the inputs onto a %s device\n",
+                 profile.name.c_str());
+  }
   PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<StorageEmulation> emulation,
                            StorageEmulation::Create(profile, options.inputs, options.scratch_dir,
                                                     options.probe_storage ? probe_bytes : 0));
@@ -149,7 +151,8 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
     }
     std::unique_ptr<StorageEmulation> emulation;
     if (!args->storage.empty()) {
-      Result<std::unique_ptr<StorageEmulation>> made = EmulateStorage(args->storage, options);
+      Result<std::unique_ptr<StorageEmulation>> made =
+          EmulateStorage(args->storage, options, args->quiet);
       if (!made.ok()) {
         exit_code = Fail("bench", made.status());
         if (!args->json_path.empty()) {
