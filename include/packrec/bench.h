@@ -55,8 +55,9 @@ struct BenchOptions {
   std::uint64_t max_records = 0;
   double max_seconds = 0;
   std::uint64_t probe_file_bytes = 0;  // 0: quick 128 MiB, full 1 GiB
-  // Runs of each loader measurement (the pipeline and its batch-size and prefetch sweeps), whose
-  // spread decides whether two settings differ at all; 0: quick 2, full 3.
+  // Runs of each loader measurement (the pipeline and its batch-size and prefetch sweeps) and of
+  // each cold access row on threads, whose spread decides whether two settings (or formats)
+  // differ at all; 0: quick 2, full 3.
   unsigned repeats = 0;
   int cuda_device = 0;
   // The inputs sit on emulated storage (packrec bench --storage; not owned, outlives RunBench):
@@ -141,6 +142,9 @@ struct AccessMeasurement {
   std::optional<DeviceReads> device_reads;
   std::optional<double> limits_seconds;
   std::string limited_by;
+  // Cold rows on threads: records/s of each of BenchOptions::repeats passes (records_per_s is
+  // their median); empty: one pass (warm rows, io_uring rows, emulated storage).
+  std::vector<double> runs;
 };
 
 // One stage of the loader, alone or all together ("pipeline").

@@ -104,6 +104,7 @@ class StorageEmulation {
   // Drops what evicting the data's own pages cannot reach: the filesystem's metadata (inodes,
   // directories, the device's buffer cache). Writes 2 to /proc/sys/vm/drop_caches (unused dentries
   // and inodes, machine-wide; no file data) and flushes the loop device's buffers (BLKFLSBUF).
+  // Also restarts the throttle's accounting: call it before each cold measurement.
   Status DropMetadataCaches() const;
   // This process's reads from the device so far (see DeviceReads).
   Result<DeviceReads> Reads() const;
@@ -115,6 +116,7 @@ class StorageEmulation {
                      std::uint64_t inodes);
   Status CopyInputs(const std::vector<std::filesystem::path>& inputs);
   Status EnterCgroup();
+  Status WriteLimits() const;
   Status SetReadahead();
   void TearDown();
 

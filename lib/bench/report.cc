@@ -82,6 +82,7 @@ struct Analysis {
   const StageMeasurement* all_threads = nullptr;  // ... on `threads`
   const StageMeasurement* pipeline = nullptr;
   std::uint32_t prefetch_needed = 0;
+  std::vector<std::string> format_ties;  // packed formats within the best one's spread
 };
 
 void StorageFindings(BenchReport& report) {
@@ -230,6 +231,36 @@ bool Faster(const AccessMeasurement& a, const AccessMeasurement& b) {
   return a.records_per_s > b.records_per_s;
 }
 
+// The lowest and highest records/s of a cold row's runs (its one figure when run once).
+std::pair<double, double> RunRange(const AccessMeasurement& row) {
+  if (row.runs.empty()) return {row.records_per_s, row.records_per_s};
+  const auto [low, high] = std::minmax_element(row.runs.begin(), row.runs.end());
+  return {*low, *high};
+}
+
+// Whether another packed format's best random row is as fast as the best one within the spread
+// of their repeated runs: then the format advice says either serves.
+void FormatTie(const std::map<std::string, const AccessMeasurement*>& best_random,
+               Analysis& analysis, BenchReport& report) {
+  const AccessMeasurement* best = analysis.best_packed;
+  if (best == nullptr || best->runs.empty()) return;
+  for (const auto& [source, row] : best_random) {
+    if (source == "files" || row == best || row->runs.empty() ||
+        row->served_by_cache_below != best->served_by_cache_below) {
+      continue;
+    }
+    const auto [best_low, best_high] = RunRange(*best);
+    const auto [low, high] = RunRange(*row);
+    if (high < best_low) continue;
+    analysis.format_ties.push_back(source);
+    report.findings.push_back(
+        SourceName(best->source) + " and " + SourceName(source) +
+        " read at random within the spread of their runs (" + Grouped(best_low) + "-" +
+        Grouped(best_high) + " against " + Grouped(low) + "-" + Grouped(high) +
+        " records/s): neither is ahead");
+  }
+}
+
 // Formats: random access from a cold cache is what an epoch larger than memory sees.
 void FormatFindings(const BenchOptions& options, BenchReport& report, Analysis& analysis) {
   const std::string cache = options.cold_cache ? "cold" : "warm";
@@ -277,6 +308,8 @@ void FormatFindings(const BenchOptions& options, BenchReport& report, Analysis& 
                               Percent(*sequential->device_bandwidth_share) +
                               " of the device's sequential bandwidth");
   }
+
+  FormatTie(best_random, analysis, report);
 
   // Readers: the fewest that reach 90% of the best, for the stage dataset's format.
   unsigned& readers_needed = analysis.readers_needed;
@@ -661,6 +694,9 @@ std::vector<BenchAdvice> Advice(const BenchOptions& options, const BenchReport& 
              (analysis.readers_needed == 1 ? " reaches" : "s reach") + " 90% of it";
     }
     if (best.served_by_cache_below) why += " [cold*: not a device figure]";
+    for (const std::string& tie : analysis.format_ties) {
+      why += "; " + SourceName(tie) + " is as fast within the spread of their runs: either serves";
+    }
     advice.push_back({"format", best.source, "packrec convert SRC OUT --format " + best.source,
                       best.records_per_s, why});
   }
@@ -763,9 +799,8 @@ json AccessJson(const BenchReport& report) {
                  {"device_bandwidth_share",
                   row.device_bandwidth_share ? json(*row.device_bandwidth_share) : json()},
                  {"served_by_cache_below", row.served_by_cache_below}};
-    item["device_reads"] = row.device_reads ? json{{"requests", row.device_reads->requests},
-                                                   {"bytes", row.device_reads->bytes}}
-                                            : json();
+    item["device_reads"] = DeviceReadsJson(row.device_reads);
+    item["runs"] = row.runs;
     item["limits_seconds"] = row.limits_seconds ? json(*row.limits_seconds) : json();
     item["limited_by"] = row.limited_by;
     if (row.eviction) {

@@ -534,6 +534,43 @@ TEST_CASE("a busy machine and cold measurements too short to mean much are noted
   }));
 }
 
+TEST_CASE("formats whose cold runs overlap are called even; the advice says either serves") {
+  BenchOptions options;
+  const auto with_runs = [](std::vector<double> shard_runs, std::vector<double> lmdb_runs) {
+    BenchReport report = StageReport(50'000, 30'000, 90'000, std::nullopt);
+    for (const auto& [source, runs] : {std::pair{"shard", shard_runs}, std::pair{"lmdb", lmdb_runs}}) {
+      AccessMeasurement row;
+      row.source = source;
+      row.path = std::string("ds.") + source;
+      row.order = "random";
+      row.cache = "cold";
+      row.engine = "threads";
+      row.concurrency = 1;
+      row.runs = runs;
+      row.records_per_s = runs[runs.size() / 2];
+      report.access.push_back(row);
+    }
+    return report;
+  };
+  const auto format_advice = [](const BenchReport& report) {
+    return *std::find_if(report.advice.begin(), report.advice.end(),
+                         [](const BenchAdvice& item) { return item.knob == "format"; });
+  };
+  BenchReport even = with_runs({900, 1'000, 1'100}, {850, 950, 1'050});
+  AnalyzeBench(options, even);
+  CHECK(format_advice(even).value == "shard");
+  CHECK(format_advice(even).why.find("lmdb is as fast within the spread of their runs: either "
+                                     "serves") != std::string::npos);
+  CHECK(std::any_of(even.findings.begin(), even.findings.end(), [](const std::string& line) {
+    return line.find("shard and lmdb read at random within the spread of their runs (900-1,100 "
+                     "against 850-1,050 records/s): neither is ahead") == 0;
+  }));
+  CHECK(BenchReportJson(even).find("\"runs\": [\n") != std::string::npos);
+  BenchReport apart = with_runs({1'900, 2'000, 2'100}, {850, 950, 1'050});
+  AnalyzeBench(options, apart);
+  CHECK(format_advice(apart).why.find("either serves") == std::string::npos);
+}
+
 TEST_CASE("storage profiles: the built-in ones, custom devices, overrides, and bad parts named") {
   const Result<StorageProfile> hdd = ParseStorageProfile("hdd");
   REQUIRE(hdd.ok());

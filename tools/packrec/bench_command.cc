@@ -127,8 +127,8 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(std::uint64_t{1} << 20, std::uint64_t{1} << 40));
   command
       ->add_option("--repeats", o.repeats,
-                   "Runs of each loader measurement; settings are compared only beyond their "
-                   "spread (default 3; quick 2)")
+                   "Runs of each loader measurement and cold access row; settings and formats "
+                   "are compared only beyond their spread (default 3; quick 2)")
       ->check(CLI::Range(1u, 100u));
   command->add_option("--device", o.cuda_device, "CUDA device (default 0)")
       ->check(CLI::Range(0, 1024));
