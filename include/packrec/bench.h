@@ -63,8 +63,9 @@ struct BenchOptions {
   // The inputs sit on emulated storage (packrec bench --storage; not owned, outlives RunBench):
   // cold measurements also drop the filesystem's metadata caches, each cold access row counts the
   // reads that reached the device, warm access rows are left out (they never reach it), and a
-  // cold epoch of the loader is measured (shuffle global and windowed). Access measurements last at least 3 s (quick) or 5 s (full): the kernel's
-  // throttle lets a short burst through at its start.
+  // cold epoch of the loader is measured (shuffle global and windowed). Access measurements last
+  // at least 3 s (quick) or 5 s (full): the kernel's throttle lets a short burst through at its
+  // start.
   const StorageEmulation* storage_emulation = nullptr;
 };
 

@@ -171,19 +171,19 @@ Status MeasureUring(Source& source, const Plan& plan, const std::vector<std::uin
 // eviction, every pass's records/s in `runs` (the format advice compares formats beyond their
 // spread); once on emulated storage, whose throttle repeats itself.
 Result<AccessMeasurement> MeasureThreads(Source& source, const Plan& plan,
-                                         const std::vector<std::uint64_t>& records,
-                                         bool sequential, bool cold, unsigned readers,
-                                         const StorageProbe& probe) {
-  const unsigned passes =
-      !cold ? 3 : plan.options.storage_emulation != nullptr ? 1 : std::max(plan.repeats, 1u);
+                                         const std::vector<std::uint64_t>& records, bool sequential,
+                                         bool cold, unsigned readers, const StorageProbe& probe) {
+  const unsigned passes = !cold                                       ? 3
+                          : plan.options.storage_emulation != nullptr ? 1
+                                                                      : std::max(plan.repeats, 1u);
   std::vector<std::pair<Tally, std::optional<CacheEviction>>> runs;
   std::optional<DeviceReads> device_reads;
   for (unsigned pass = 0; pass < passes; ++pass) {
     PACKREC_ASSIGN_OR_RETURN(const std::optional<CacheEviction> eviction,
                              MakeCold(source, records, plan, cold));
     PACKREC_ASSIGN_OR_RETURN(const std::optional<DeviceReads> before, DeviceReadsNow(plan));
-    PACKREC_ASSIGN_OR_RETURN(const Tally run, ReadRecords(source, records, sequential, readers,
-                                                          plan.device_seconds));
+    PACKREC_ASSIGN_OR_RETURN(
+        const Tally run, ReadRecords(source, records, sequential, readers, plan.device_seconds));
     PACKREC_ASSIGN_OR_RETURN(const std::optional<DeviceReads> after, DeviceReadsNow(plan));
     if (cold) device_reads = ReadsBetween(before, after);
     runs.emplace_back(run, eviction);
@@ -193,9 +193,10 @@ Result<AccessMeasurement> MeasureThreads(Source& source, const Plan& plan,
   };
   std::sort(runs.begin(), runs.end(),
             [&](const auto& a, const auto& b) { return rate(a.first) < rate(b.first); });
-  const auto& [tally, eviction] = cold ? runs[runs.size() / 2] : runs.back();
-  AccessMeasurement row = Row(source, sequential ? "sequential" : "random", cold, "threads",
-                              readers, tally, probe);
+  // The median; of an even count the lower middle one (two runs: the slower, the cautious figure).
+  const auto& [tally, eviction] = cold ? runs[(runs.size() - 1) / 2] : runs.back();
+  AccessMeasurement row =
+      Row(source, sequential ? "sequential" : "random", cold, "threads", readers, tally, probe);
   row.eviction = eviction;
   row.device_reads = device_reads;
   if (cold && runs.size() > 1) {

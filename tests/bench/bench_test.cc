@@ -152,7 +152,9 @@ TEST_CASE("bench measures loose files and every format: probe, access grid, stag
     CHECK(row.records > 0);
     CHECK(row.bytes > 0);
     CHECK(row.records_per_s > 0);
-    REQUIRE(row.device_bandwidth_share.has_value());
+    // A share of the device's bandwidth, unless the row was faster than the device (cold*: this
+    // VM's host caches its disk).
+    CHECK(row.device_bandwidth_share.has_value() != row.served_by_cache_below);
     CHECK(row.eviction.has_value() == (row.cache == "cold"));
     if (row.eviction) {
       CHECK(row.eviction->pages > 0);

@@ -43,7 +43,7 @@ PUBLIC_LAYER = {
     "dataset_ops.h": "dataset",
     "ingest.h": "ingest", "convert.h": "ingest", "merge.h": "ingest", "synth.h": "ingest",
     "loader.h": "pipeline", "gpu.h": "pipeline",
-    "bench.h": "bench",
+    "bench.h": "bench", "storage_emulation.h": "bench",
     "packrec.h": "umbrella",
 }
 ORDER = ["core", "storage", "decode", "format", "pipeline", "dataset", "ingest", "bench"]
