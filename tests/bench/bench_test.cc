@@ -362,6 +362,18 @@ TEST_CASE("the analysis names the slowest stage and what would fix it") {
   CHECK(knob(storage_bound, "format")->why.find("4 concurrent reads") != std::string::npos);
 }
 
+// A cold row on threads of `source` ("files" or a format), read in `order`.
+AccessMeasurement ColdRow(const std::string& source, const std::string& order, unsigned readers) {
+  AccessMeasurement row;
+  row.source = source;
+  row.path = source == "files" ? "tree" : "ds." + source;
+  row.order = order;
+  row.cache = "cold";
+  row.engine = "threads";
+  row.concurrency = readers;
+  return row;
+}
+
 // A report shaped like this VM's: a 1,400 MB/s, 50,000 IOPS probe (O_DIRECT, the data's
 // filesystem), and cold rows that beat it, as a host's page cache below the guest makes them.
 BenchReport ProbedReport() {
@@ -379,13 +391,7 @@ BenchReport ProbedReport() {
   report.machine.data_filesystem = "ext4";
   const auto add = [&](const std::string& source, const std::string& order, double records_per_s,
                        double mb_per_s) {
-    AccessMeasurement row;
-    row.source = source;
-    row.path = source == "files" ? "tree" : "ds." + source;
-    row.order = order;
-    row.cache = "cold";
-    row.engine = "threads";
-    row.concurrency = 4;
+    AccessMeasurement row = ColdRow(source, order, 4);
     row.seconds = 1.0;
     row.records_per_s = records_per_s;
     row.mb_per_s = mb_per_s;
@@ -624,13 +630,7 @@ BenchReport EmulatedReport() {
   report.emulated_device = "/dev/loop0 (ext4 on a 0.50 GiB image in memory), reads capped";
   const auto add = [&](const std::string& source, const std::string& order, std::uint64_t records,
                        double seconds, std::uint64_t reads, std::uint64_t bytes) {
-    AccessMeasurement row;
-    row.source = source;
-    row.path = source == "files" ? "tree" : "ds." + source;
-    row.order = order;
-    row.cache = "cold";
-    row.engine = "threads";
-    row.concurrency = 1;
+    AccessMeasurement row = ColdRow(source, order, 1);
     row.records = records;
     row.seconds = seconds;
     row.records_per_s = static_cast<double>(records) / seconds;

@@ -149,16 +149,19 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
                                     .WithPath(args->json_path));
       return;
     }
+    // The report file says so too: a script reading it never takes a previous run's figures.
+    const auto fail = [&](const Status& status) {
+      if (!args->json_path.empty()) {
+        std::ofstream(args->json_path, std::ios::trunc) << ErrorJson("bench", status) << "\n";
+      }
+      return Fail("bench", status);
+    };
     std::unique_ptr<StorageEmulation> emulation;
     if (!args->storage.empty()) {
       Result<std::unique_ptr<StorageEmulation>> made =
           EmulateStorage(args->storage, options, args->quiet);
       if (!made.ok()) {
-        exit_code = Fail("bench", made.status());
-        if (!args->json_path.empty()) {
-          std::ofstream(args->json_path, std::ios::trunc)
-              << ErrorJson("bench", made.status()) << "\n";
-        }
+        exit_code = fail(made.status());
         return;
       }
       emulation = std::move(made).value();
@@ -177,12 +180,7 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
     }
     Result<BenchReport> report = RunBench(options, progress);
     if (!report.ok()) {
-      exit_code = Fail("bench", report.status());
-      // The report file says so too: a script reading it never takes a previous run's figures.
-      if (!args->json_path.empty()) {
-        std::ofstream(args->json_path, std::ios::trunc)
-            << ErrorJson("bench", report.status()) << "\n";
-      }
+      exit_code = fail(report.status());
       return;
     }
     std::cout << BenchReportTable(*report);
