@@ -240,6 +240,10 @@ using BenchProgress = std::function<void(std::string_view)>;
 // (no CUDA device, no io_uring) is left out and says why in the report.
 Result<BenchReport> RunBench(const BenchOptions& options, const BenchProgress& progress = {});
 
+// The size of the storage probe's scratch file for `options`: probe_file_bytes, or by mode (quick
+// 128 MiB, full 1 GiB). For room made ahead of the run (StorageEmulation::Create's extra_bytes).
+std::uint64_t ProbeFileBytes(const BenchOptions& options);
+
 // Names the bottleneck, writes the findings and the recommendation. A pure function of the
 // measurements already in `report` (RunBench calls it).
 void AnalyzeBench(const BenchOptions& options, BenchReport& report);

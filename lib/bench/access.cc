@@ -101,32 +101,6 @@ bool MeasuredCache(const Plan& plan, bool cold) {
   return cold ? plan.options.cold_cache : plan.options.storage_emulation == nullptr;
 }
 
-// Cold: the records' pages evicted and, on emulated storage, the filesystem's metadata dropped
-// too (a cold cache is one that has not seen the files either). None for warm runs.
-Result<std::optional<CacheEviction>> MakeCold(Source& source,
-                                              const std::vector<std::uint64_t>& records,
-                                              const Plan& plan, bool cold) {
-  if (!cold) return std::optional<CacheEviction>();
-  PACKREC_ASSIGN_OR_RETURN(CacheEviction eviction, source.Evict(records));
-  if (plan.options.storage_emulation != nullptr) {
-    PACKREC_RETURN_IF_ERROR(plan.options.storage_emulation->DropMetadataCaches());
-  }
-  return std::optional<CacheEviction>(eviction);
-}
-
-// Reads the emulated device has served this process so far; none off emulated storage.
-Result<std::optional<DeviceReads>> DeviceReadsNow(const Plan& plan) {
-  if (plan.options.storage_emulation == nullptr) return std::optional<DeviceReads>();
-  PACKREC_ASSIGN_OR_RETURN(const DeviceReads reads, plan.options.storage_emulation->Reads());
-  return std::optional<DeviceReads>(reads);
-}
-
-std::optional<DeviceReads> ReadsBetween(const std::optional<DeviceReads>& before,
-                                        const std::optional<DeviceReads>& after) {
-  if (!before || !after) return std::nullopt;
-  return DeviceReads{after->requests - before->requests, after->bytes - before->bytes};
-}
-
 // Shards through io_uring: the records' byte ranges (Reader::Locate) read `depth` at a time.
 Status MeasureUring(Source& source, const Plan& plan, const std::vector<std::uint64_t>& records,
                     const StorageProbe& probe, const BenchProgress& progress,
@@ -206,6 +180,29 @@ Result<AccessMeasurement> MeasureThreads(Source& source, const Plan& plan,
 }
 
 }  // namespace
+
+Result<std::optional<CacheEviction>> MakeCold(Source& source,
+                                              const std::vector<std::uint64_t>& records,
+                                              const Plan& plan, bool cold) {
+  if (!cold) return std::optional<CacheEviction>();
+  PACKREC_ASSIGN_OR_RETURN(CacheEviction eviction, source.Evict(records));
+  if (plan.options.storage_emulation != nullptr) {
+    PACKREC_RETURN_IF_ERROR(plan.options.storage_emulation->DropMetadataCaches());
+  }
+  return std::optional<CacheEviction>(eviction);
+}
+
+Result<std::optional<DeviceReads>> DeviceReadsNow(const Plan& plan) {
+  if (plan.options.storage_emulation == nullptr) return std::optional<DeviceReads>();
+  PACKREC_ASSIGN_OR_RETURN(const DeviceReads reads, plan.options.storage_emulation->Reads());
+  return std::optional<DeviceReads>(reads);
+}
+
+std::optional<DeviceReads> ReadsBetween(const std::optional<DeviceReads>& before,
+                                        const std::optional<DeviceReads>& after) {
+  if (!before || !after) return std::nullopt;
+  return DeviceReads{after->requests - before->requests, after->bytes - before->bytes};
+}
 
 std::uint64_t TouchBytes(std::span<const std::byte> bytes) {
   std::uint64_t sum = 0;

@@ -79,15 +79,19 @@ Plan MakePlan(const BenchOptions& options) {
     // make it a small share (bench.h).
     plan.device_seconds = std::max(plan.max_seconds, quick ? 3.0 : 5.0);
   }
-  plan.probe_file_bytes = options.probe_file_bytes != 0 ? options.probe_file_bytes
-                          : quick                       ? std::uint64_t{128} << 20
-                                                        : std::uint64_t{1} << 30;
+  plan.probe_file_bytes = ProbeFileBytes(options);
   plan.sample_images = quick ? 128 : 512;
   plan.repeats = options.repeats != 0 ? options.repeats : quick ? 2 : 3;
   return plan;
 }
 
 }  // namespace bench
+
+std::uint64_t ProbeFileBytes(const BenchOptions& options) {
+  return options.probe_file_bytes != 0 ? options.probe_file_bytes
+         : options.quick               ? std::uint64_t{128} << 20
+                                       : std::uint64_t{1} << 30;
+}
 
 Result<BenchReport> RunBench(const BenchOptions& options, const BenchProgress& progress) {
   PACKREC_RETURN_IF_ERROR(bench::Validate(options));

@@ -129,6 +129,18 @@ std::vector<std::uint64_t> RandomRecords(std::uint64_t size, std::uint64_t n, st
 Result<IoCount> ReadRecords(const Source& source, const std::vector<std::uint64_t>& records,
                             bool sequential, unsigned readers, double max_seconds);
 
+// Cold: the records' pages evicted (a packed source: all its files) and, on emulated storage,
+// the filesystem's metadata dropped too (a cold cache is one that has not seen the files
+// either). None, and nothing done, for warm runs.
+Result<std::optional<CacheEviction>> MakeCold(Source& source,
+                                              const std::vector<std::uint64_t>& records,
+                                              const Plan& plan, bool cold);
+// Reads the emulated device has served this process so far; none off emulated storage.
+Result<std::optional<DeviceReads>> DeviceReadsNow(const Plan& plan);
+// after - before; none when either is.
+std::optional<DeviceReads> ReadsBetween(const std::optional<DeviceReads>& before,
+                                        const std::optional<DeviceReads>& after);
+
 // The access-pattern grid of one source: order x cache x readers, and io_uring for shards.
 Result<std::vector<AccessMeasurement>> MeasureAccess(Source& source, const Plan& plan,
                                                      const StorageProbe& probe,
@@ -149,6 +161,10 @@ struct CpuTimes {
   std::uint64_t total = 0;
 };
 CpuTimes ReadCpuTimes();
+// $TMPDIR, or /tmp where it is unset or empty: where scratch files go by default.
+std::filesystem::path DefaultTempDir();
+// A /proc/meminfo figure ("MemTotal", "MemAvailable") in bytes; 0 where unknown.
+std::uint64_t MeminfoBytes(std::string_view key);
 // The filesystem type holding `path` ("ext4") and its device (the mount's source).
 std::string FilesystemType(const std::filesystem::path& path, std::string* device = nullptr);
 

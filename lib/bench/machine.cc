@@ -96,15 +96,24 @@ CpuTimes ReadCpuTimes() {
   return times;
 }
 
+fs::path DefaultTempDir() {
+  const char* tmp = std::getenv("TMPDIR");
+  return tmp != nullptr && *tmp != '\0' ? fs::path(tmp) : fs::path("/tmp");
+}
+
+std::uint64_t MeminfoBytes(std::string_view key) {
+  std::istringstream figure(AfterColon(FirstLineWith("/proc/meminfo", std::string(key) + ":")));
+  std::uint64_t kib = 0;
+  figure >> kib;
+  return kib * 1024;
+}
+
 MachineInfo DescribeMachine(const fs::path& data_path, int cuda_device) {
   MachineInfo machine;
   machine.cpu_model = AfterColon(FirstLineWith("/proc/cpuinfo", "model name"));
   if (machine.cpu_model.empty()) machine.cpu_model = "unknown";
   machine.cores = std::max(1u, std::thread::hardware_concurrency());
-  std::istringstream memory(AfterColon(FirstLineWith("/proc/meminfo", "MemTotal")));
-  std::uint64_t kib = 0;
-  memory >> kib;
-  machine.memory_bytes = kib * 1024;
+  machine.memory_bytes = MeminfoBytes("MemTotal");
   utsname name{};
   if (::uname(&name) == 0) machine.kernel = std::string(name.sysname) + " " + name.release;
   machine.data_path = data_path.string();

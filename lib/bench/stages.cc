@@ -470,13 +470,12 @@ Status MeasurePipeline(const Source& source, const Plan& plan, GpuUploader* uplo
 // serves 100 reads/s fills few large batches in a few seconds, and only batches taken count.
 Result<StageMeasurement> RunColdEpoch(Source& source, const Plan& plan, ShuffleMode shuffle,
                                       std::uint32_t window) {
-  PACKREC_RETURN_IF_ERROR(source.Evict({}).status());
-  PACKREC_RETURN_IF_ERROR(plan.options.storage_emulation->DropMetadataCaches());
+  PACKREC_RETURN_IF_ERROR(MakeCold(source, {}, plan, true).status());
   constexpr std::uint32_t kBatch = 32, kPrefetch = 2;
   LoaderOptions options = TrainOptions(plan, plan.threads, kBatch, kPrefetch);
   options.shuffle = shuffle;
   options.shuffle_window = window;
-  PACKREC_ASSIGN_OR_RETURN(const DeviceReads before, plan.options.storage_emulation->Reads());
+  PACKREC_ASSIGN_OR_RETURN(const std::optional<DeviceReads> before, DeviceReadsNow(plan));
   const auto start = Clock::now();
   PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader,
                            Loader::Create(source.reader(), options));
@@ -488,8 +487,8 @@ Result<StageMeasurement> RunColdEpoch(Source& source, const Plan& plan, ShuffleM
     images += got->size();
   }
   StageMeasurement stage = Stage("epoch cold", plan.threads, images, SecondsSince(start));
-  PACKREC_ASSIGN_OR_RETURN(const DeviceReads after, plan.options.storage_emulation->Reads());
-  stage.device_reads = DeviceReads{after.requests - before.requests, after.bytes - before.bytes};
+  PACKREC_ASSIGN_OR_RETURN(const std::optional<DeviceReads> after, DeviceReadsNow(plan));
+  stage.device_reads = ReadsBetween(before, after);
   stage.batch_size = kBatch;
   stage.prefetch_batches = kPrefetch;
   stage.sweep = "shuffle";

@@ -26,6 +26,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "bench/bench_internal.h"
 #include "core/file_io.h"
 
 extern char** environ;
@@ -41,6 +42,8 @@ constexpr std::string_view kMountPrefix = "packrec-storage-";
 // ---- profiles -------------------------------------------------------------------------------
 
 // Parses "200MB", "1.5GiB/s", "3000", "3k" into a count; `bytes` allows the B and /s decorations.
+// Hand-written: the library does not link CLI11, whose AsSizeValue the CLI's size flags use, and a
+// profile is parsed by the library (the CLI and Python pass the text through).
 std::optional<std::uint64_t> ParseQuantity(std::string_view text, bool bytes) {
   if (text.ends_with("/s")) text.remove_suffix(2);
   if (bytes && text.ends_with('B')) text.remove_suffix(1);
@@ -205,22 +208,13 @@ Result<std::pair<int, std::string>> AttachLoop(int image_fd) {
 // The image's directory: memory when the image fits in a quarter of what is available there and
 // in the machine, else the scratch directory.
 std::pair<fs::path, bool> ImageDirectory(const fs::path& scratch_dir, std::uint64_t image_bytes) {
+  const std::uint64_t available_memory = bench::MeminfoBytes("MemAvailable");
   struct statvfs shm {};
-  std::uint64_t available_memory = 0;
-  std::ifstream meminfo("/proc/meminfo");
-  for (std::string key; meminfo >> key;) {
-    std::uint64_t kib = 0;
-    meminfo >> kib;
-    meminfo.ignore(64, '\n');
-    if (key == "MemAvailable:") available_memory = kib * 1024;
-  }
   if (::statvfs("/dev/shm", &shm) == 0) {
     const std::uint64_t shm_free = std::uint64_t{shm.f_bavail} * shm.f_frsize;
     if (image_bytes <= std::min(shm_free, available_memory) / 4) return {"/dev/shm", true};
   }
-  if (!scratch_dir.empty()) return {scratch_dir, false};
-  const char* tmp = std::getenv("TMPDIR");
-  return {tmp != nullptr && *tmp != '\0' ? fs::path(tmp) : fs::path("/tmp"), false};
+  return {scratch_dir.empty() ? bench::DefaultTempDir() : scratch_dir, false};
 }
 
 // Bytes and inodes the copies need: each file rounded up to the block, directories one block.
@@ -423,8 +417,7 @@ Status StorageEmulation::SetUpDevice(const fs::path& image_dir, std::uint64_t im
         .WithPath(loop_device_);
   }
   PACKREC_RETURN_IF_ERROR(SetReadahead());
-  const char* tmp = std::getenv("TMPDIR");
-  const fs::path mount_parent = tmp != nullptr && *tmp != '\0' ? fs::path(tmp) : "/tmp";
+  const fs::path mount_parent = bench::DefaultTempDir();
   RemoveStale(mount_parent, kMountPrefix);
   mount_point_ = mount_parent / (std::string(kMountPrefix) + std::to_string(::getpid()));
   if (::mkdir(mount_point_.c_str(), 0700) != 0) {

@@ -180,11 +180,8 @@ Status RandomReadsDeep(const fs::path& path, std::uint64_t blocks, double second
 Result<StorageProbe> ProbeStorage(const Plan& plan, const fs::path& data_path,
                                   const BenchProgress& progress) {
   StorageProbe probe;
-  fs::path dir = plan.options.scratch_dir;
-  if (dir.empty()) {
-    const char* tmp = std::getenv("TMPDIR");
-    dir = tmp != nullptr && *tmp != '\0' ? fs::path(tmp) : fs::path("/tmp");
-  }
+  const fs::path dir =
+      plan.options.scratch_dir.empty() ? DefaultTempDir() : plan.options.scratch_dir;
   const std::uint64_t bytes =
       std::max<std::uint64_t>(plan.probe_file_bytes / kSequentialBlock, 1) * kSequentialBlock;
   if (progress)

@@ -36,17 +36,14 @@ Result<std::unique_ptr<StorageEmulation>> EmulateStorage(const std::string& stor
     return Status::NotSupported("--storage " + storage + " skipped: " + why +
                                 (::geteuid() != 0 ? "; run it with sudo" : ""));
   }
-  // Room for the probe's scratch file, as large as RunBench makes it.
-  const std::uint64_t probe_bytes = options.probe_file_bytes != 0 ? options.probe_file_bytes
-                                    : options.quick               ? std::uint64_t{128} << 20
-                                                                  : std::uint64_t{1} << 30;
   if (!quiet) {
     std::fprintf(stderr, "emulated storage: copying the inputs onto a %s device\n",
                  profile.name.c_str());
   }
-  PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<StorageEmulation> emulation,
-                           StorageEmulation::Create(profile, options.inputs, options.scratch_dir,
-                                                    options.probe_storage ? probe_bytes : 0));
+  PACKREC_ASSIGN_OR_RETURN(
+      std::unique_ptr<StorageEmulation> emulation,
+      StorageEmulation::Create(profile, options.inputs, options.scratch_dir,
+                               options.probe_storage ? ProbeFileBytes(options) : 0));
   options.inputs = emulation->inputs();
   options.scratch_dir = emulation->mount_point();
   options.storage_emulation = emulation.get();
