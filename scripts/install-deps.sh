@@ -20,6 +20,8 @@ packages=(
   pybind11-dev python3-dev python3-numpy python3-pytest python3-torch python3-torchvision python3-pil
   python3-venv python3-pip python3-setuptools python3-wheel
   python3-matplotlib  # benchmarks/plot_bench.py (README, Use)
+  # tests/scale_out/: a real single-node Slurm cluster and Dask's distributed scheduler
+  slurm-wlm munge python3-distributed
 )
 missing=()
 for package in "${packages[@]}"; do

@@ -1,6 +1,7 @@
-"""Partitioned conversion from Python and the scale-out examples run for real: the Slurm array
-scripts under bash with the variables Slurm sets, the Kubernetes Indexed Job's command with the
-index Kubernetes sets, and the Ray example where ray is importable."""
+"""Partitioned conversion from Python, and the scale-out examples run with the variables their
+engines set (no engine here): the Slurm array scripts under bash, the Kubernetes Indexed Job's
+command with the index Kubernetes sets, and the Ray example where ray is importable. The Slurm
+scripts and the Dask example also run under the real engines: tests/scale_out/."""
 import os
 import pathlib
 import subprocess
@@ -51,7 +52,8 @@ def test_the_slurm_array_scripts(tree, tmp_path):
     env = {**os.environ, "SRC": os.fspath(tree), "PARTS": os.fspath(tmp_path / "parts"),
            "OUT": os.fspath(tmp_path / "train.pkr"), "PACKREC": cli(), "SLURM_CPUS_PER_TASK": "1"}
     tasks = [subprocess.Popen(["bash", EXAMPLES / "convert-array.sbatch"],
-                              env={**env, "SLURM_ARRAY_TASK_ID": str(i), "SLURM_ARRAY_TASK_COUNT": "4"})
+                              env={**env, "SLURM_ARRAY_TASK_ID": str(i), "SLURM_ARRAY_TASK_COUNT": "4",
+                                   "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_MAX": "3"})
              for i in range(4)]
     assert [task.wait(timeout=300) for task in tasks] == [0] * 4
     subprocess.run(["bash", EXAMPLES / "merge.sbatch"], env=env, check=True, timeout=300,

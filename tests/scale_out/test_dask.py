@@ -1,0 +1,112 @@
+"""examples/scale-out/dask_convert.py on a real Dask distributed cluster (a LocalCluster of 2
+worker processes with a nanny each), against one `packrec convert` byte for byte: the script
+itself, then a worker process killed (SIGKILL) at a random point of a part, the scheduler
+running that part again on a worker, five times."""
+import importlib.util
+import os
+import pathlib
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import CONVERT_FLAGS, PART_COUNT, assert_same_bytes
+
+distributed = pytest.importorskip("distributed", reason="apt-get install python3-distributed")
+
+EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "scale-out" / "dask_convert.py"
+RESIZE_SHORT = int(CONVERT_FLAGS[CONVERT_FLAGS.index("--resize-short") + 1])
+KILL_RUNS = 5
+
+
+def load_example():
+    spec = importlib.util.spec_from_file_location("dask_convert", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None)
+    with distributed.Client(cluster) as client:
+        yield client
+    cluster.close()
+
+
+def test_the_script_on_a_local_cluster(tree, tmp_path, single):
+    result = subprocess.run([sys.executable, EXAMPLE, tree, tmp_path / "parts", tmp_path / "train.pkr",
+                             "--parts", str(PART_COUNT), "--local-workers", "2", "--resize-short",
+                             str(RESIZE_SHORT)], capture_output=True, text=True, timeout=600)
+    print(result.stdout, result.stderr[-2000:], sep="")
+    assert result.returncode == 0
+    assert f"merged {PART_COUNT} parts" in result.stdout
+    assert_same_bytes(tmp_path / "train.pkr", single)
+    assert not list((tmp_path / "parts").iterdir())
+
+
+def executing(client):
+    """{worker address: (pid, [keys it is executing now])}."""
+    return client.run(lambda dask_worker: (os.getpid(), [ts.key for ts in dask_worker.state.executing]))
+
+
+def test_a_killed_worker_and_the_retried_part_give_the_same_dataset(client, tree, tmp_path, single):
+    example = load_example()
+    seed = int(os.environ.get("PACKREC_KILL_SEED", time.time_ns() % 1000000))
+    print(f"kill points from seed {seed} (PACKREC_KILL_SEED)")
+    rng = random.Random(seed)
+    killed = 0
+    for attempt in range(3 * KILL_RUNS):
+        if killed == KILL_RUNS:
+            break
+        run = tmp_path / f"run{attempt}"
+        outcome = {}
+
+        def convert():
+            try:
+                outcome["stats"] = example.convert(client, tree, run / "parts", run / "train.pkr",
+                                                   PART_COUNT, resize_short=RESIZE_SHORT)
+            except BaseException as error:  # noqa: B036 - handed to the test's thread
+                outcome["error"] = error
+
+        thread = threading.Thread(target=convert)
+        thread.start()
+        target = rng.randrange(PART_COUNT)
+        key = f"packrec-part-{target}-of-{PART_COUNT}-train.pkr"
+        deadline = time.monotonic() + 120
+        victim = None
+        while victim is None and time.monotonic() < deadline and thread.is_alive():
+            for address, (pid, keys) in executing(client).items():
+                if key in keys:
+                    victim = (address, pid)
+            time.sleep(0.05)
+        if victim is None:
+            thread.join()
+            continue  # the part ran and finished between two looks: try another point
+        delay = rng.uniform(0.0, 2.5)
+        time.sleep(delay)
+        part = run / "parts" / f"part-{target:05d}-of-{PART_COUNT:05d}.pkr"
+        still_running = key in executing(client).get(victim[0], (0, []))[1] and not part.exists()
+        if still_running:
+            os.kill(victim[1], signal.SIGKILL)
+        print(f"part {target}: worker pid {victim[1]} "
+              + (f"killed {delay:.2f} s into it" if still_running else "had finished it: not killed"))
+        thread.join(timeout=600)
+        assert "error" not in outcome, outcome.get("error")
+        stats = outcome["stats"]
+        assert stats["parts"] == PART_COUNT
+        assert_same_bytes(run / "train.pkr", single)
+        if not still_running:
+            continue
+        killed += 1
+        redone = stats["converted"][target]
+        print(f"  redone by pid {redone['pid']} in {redone['seconds']:.2f} s")
+        assert redone["pid"] != victim[1] and not redone["already_complete"]
+        # The nanny restarted the worker: two again for the next run.
+        client.wait_for_workers(2, timeout=60)
+    assert killed == KILL_RUNS, f"only {killed} of the kills landed inside a part"
