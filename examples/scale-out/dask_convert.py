@@ -16,6 +16,7 @@ a LocalCluster with a worker killed at random points (tests/scale_out/test_dask.
 """
 import argparse
 import os
+import uuid
 
 import distributed
 
@@ -45,11 +46,12 @@ def convert(client, src, parts_dir, out, count, **options):
     more packrec.convert arguments, the same for every part (threads, format, resize_short).
     Returns the merge's stats with every part's result under "converted"."""
     src, parts_dir, out = os.fspath(src), os.fspath(parts_dir), os.fspath(out)
-    parts = [client.submit(convert_part, src, parts_dir, index, count, options, pure=False,
-                           key=f"packrec-part-{index}-of-{count}-{os.path.basename(out)}")
+    # Keys the dashboard reads ("packrec-part-3-of-16-..."), unique to this call.
+    run = uuid.uuid4().hex[:12]
+    parts = [client.submit(convert_part, src, parts_dir, index, count, options,
+                           key=f"packrec-part-{index}-of-{count}-{run}")
              for index in range(count)]
-    merged = client.submit(merge_parts, out, parts_dir, parts, pure=False,
-                           key=f"packrec-merge-{os.path.basename(out)}")
+    merged = client.submit(merge_parts, out, parts_dir, parts, key=f"packrec-merge-{run}")
     return merged.result()
 
 

@@ -97,6 +97,19 @@ class SlurmCluster:
                                                for k, f in jobs.items()))
             time.sleep(0.2)
 
+    def wait_steps_gone(self, task, timeout=30):
+        """Waits until no slurmstepd of `task` (its own job id) runs on the node any more. A
+        cancelled job leaves the queue while its slurmstepd may still be tearing down; a requeued
+        job launched at that moment (same job id, same node) failed to start once in these tests."""
+        job_id = self.jobs(task)[task]["JobId"]
+        deadline = time.monotonic() + timeout
+        while subprocess.run(["pgrep", "-f", rf"slurmstepd: \[{job_id}\."],
+                             capture_output=True).returncode == 0:
+            if time.monotonic() > deadline:  # another cluster's job of that id, perhaps: go on
+                print(f"a slurmstepd of a job {job_id} still runs after {timeout} s")
+                return
+            time.sleep(0.1)
+
     # -- life cycle ---------------------------------------------------------------------------
     def start(self):
         missing = [t for t in ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol")
@@ -164,6 +177,7 @@ SelectTypeParameters=CR_CPU
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
+MailProg=/bin/true
 MpiDefault=none
 SwitchType=switch/none
 ReturnToService=2
@@ -200,10 +214,15 @@ PartitionName=test Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
         raise ClusterUnavailable("the node did not become idle in 30 s: "
                                  + self._log_tail("slurmctld") + self._log_tail("slurmd"))
 
-    def _log_tail(self, name):
+    def logs(self, lines=30):
+        """The last lines of slurmctld's and slurmd's logs, for a failing test's message."""
+        return "\n".join(f"--- {name}\n" + "\n".join(self._log_tail(name, 100000).splitlines()[-lines:])
+                         for name in ("slurmctld", "slurmd"))
+
+    def _log_tail(self, name, size=800):
         for path in (self.root / "log" / f"{name}.log", self.root / "log" / f"{name}.stdout"):
             if path.exists() and path.stat().st_size:
-                return path.read_text(errors="replace")[-800:]
+                return path.read_text(errors="replace")[-size:]
         return ""
 
     def stop(self):

@@ -66,6 +66,10 @@ def test_a_killed_worker_and_the_retried_part_give_the_same_dataset(client, tree
             break
         run = tmp_path / f"run{attempt}"
         outcome = {}
+        # After a kill, the worker's nanny starts a new worker process: two workers again.
+        started = time.monotonic()
+        client.wait_for_workers(2, timeout=180)
+        print(f"2 workers ({time.monotonic() - started:.1f} s)")
 
         def convert():
             try:
@@ -77,13 +81,14 @@ def test_a_killed_worker_and_the_retried_part_give_the_same_dataset(client, tree
         thread = threading.Thread(target=convert)
         thread.start()
         target = rng.randrange(PART_COUNT)
-        key = f"packrec-part-{target}-of-{PART_COUNT}-train.pkr"
+        prefix = f"packrec-part-{target}-of-{PART_COUNT}-"
         deadline = time.monotonic() + 120
         victim = None
         while victim is None and time.monotonic() < deadline and thread.is_alive():
             for address, (pid, keys) in executing(client).items():
-                if key in keys:
-                    victim = (address, pid)
+                for key in keys:
+                    if key.startswith(prefix):
+                        victim = (address, pid, key)
             time.sleep(0.05)
         if victim is None:
             thread.join()
@@ -91,7 +96,7 @@ def test_a_killed_worker_and_the_retried_part_give_the_same_dataset(client, tree
         delay = rng.uniform(0.0, 2.5)
         time.sleep(delay)
         part = run / "parts" / f"part-{target:05d}-of-{PART_COUNT:05d}.pkr"
-        still_running = key in executing(client).get(victim[0], (0, []))[1] and not part.exists()
+        still_running = victim[2] in executing(client).get(victim[0], (0, []))[1] and not part.exists()
         if still_running:
             os.kill(victim[1], signal.SIGKILL)
         print(f"part {target}: worker pid {victim[1]} "
@@ -107,6 +112,4 @@ def test_a_killed_worker_and_the_retried_part_give_the_same_dataset(client, tree
         redone = stats["converted"][target]
         print(f"  redone by pid {redone['pid']} in {redone['seconds']:.2f} s")
         assert redone["pid"] != victim[1] and not redone["already_complete"]
-        # The nanny restarted the worker: two again for the next run.
-        client.wait_for_workers(2, timeout=60)
     assert killed == KILL_RUNS, f"only {killed} of the kills landed inside a part"

@@ -26,9 +26,10 @@ KILL_RUNS = 5
 
 
 @pytest.fixture(scope="session")
-def slurm():
+def slurm(tmp_path_factory):
     """Session-scoped, and first in every test's arguments, so that a machine without a
-    cluster skips before the source tree is made."""
+    cluster skips before the source tree is made. The daemons' logs are kept under the test's
+    base directory (slurm-logs*)."""
     # munged's socket path must fit a sockaddr_un (108 bytes): a short directory, not the
     # build tree's.
     root = tempfile.mkdtemp(prefix="packrec-slurm-")
@@ -40,6 +41,8 @@ def slurm():
         pytest.skip(f"no Slurm cluster: {why}")
     yield cluster
     cluster.stop()
+    shutil.copytree(pathlib.Path(root) / "log", tmp_path_factory.mktemp("slurm-logs"),
+                    dirs_exist_ok=True)
     shutil.rmtree(root, ignore_errors=True)
 
 
@@ -129,12 +132,14 @@ def test_cancelled_task_requeued_gives_the_same_dataset(slurm, job_env, tmp_path
         killed += 1
         assert slurm.wait(first_merge)[first_merge] == "CANCELLED", merge_log(run, first_merge)
         # A requeued job waits about two minutes before it may start again; a user in a hurry
-        # (and this test) starts it now.
+        # (and this test) starts it now, once the cancelled run's slurmstepd is gone.
+        slurm.wait_steps_gone(task)
         slurm.run("scontrol", "requeue", task)
         slurm.run("scontrol", "update", f"JobId={task}", "StartTime=now")
         merge = submit_merge(slurm, run, env, f"afterany:{array}")
         states = slurm.wait(array)
-        assert set(states.values()) == {"COMPLETED"}, states
+        assert set(states.values()) == {"COMPLETED"}, (states, slurm.jobs(task),
+                                                       log_of(run, array, index), slurm.logs())
         assert slurm.jobs(task)[task]["Restarts"] == "1"
         assert slurm.wait(merge)[merge] == "COMPLETED", merge_log(run, merge)
         assert not (run / "train.pkr.partial").exists()
