@@ -6,7 +6,8 @@ bindings. `ray` is not packaged in Debian: `pip install ray` in a venv that has 
 
 Every task lists SRC itself (the same sorted listing everywhere) and converts only its part into
 PARTS_DIR/part-IIIII-of-NNNNN.pkr on shared storage. Ray retries a failed task; a retried part is
-redone from scratch and finished parts are left alone.
+redone from scratch and finished parts are left alone. Not run under Ray by the tests here
+(ray is not in Debian): tests/python/test_scale_out.py runs it only where ray is importable.
 """
 import argparse
 

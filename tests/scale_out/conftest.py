@@ -8,7 +8,9 @@ skipped, never as passed.
 """
 import os
 import pathlib
+import random
 import subprocess
+import time
 
 import pytest
 
@@ -19,6 +21,8 @@ import packrec
 IMAGES_PER_CLASS = 160
 CONVERT_FLAGS = ["--resize-short", "700"]
 PART_COUNT = 4
+# Kills that must land inside a part, per story (the issue's acceptance: 5 random kill points).
+KILL_RUNS = 5
 
 _outcomes = {"passed": 0, "failed": 0, "skipped": 0}
 
@@ -72,3 +76,20 @@ def assert_same_bytes(merged, single):
     assert sorted(got) == sorted(want), f"{merged} holds other files than {single}"
     for name in want:
         assert got[name] == want[name], f"{merged}/{name} differs from the single conversion's"
+
+
+def repeat_kills(tmp_path, one_run):
+    """Calls one_run(rng, run_directory) until KILL_RUNS calls say (True) that their kill
+    landed inside a part; a kill that came after the part was done does not count and another
+    run follows (at most 3 x KILL_RUNS). The seed is printed; PACKREC_KILL_SEED replays it."""
+    seed = int(os.environ.get("PACKREC_KILL_SEED", time.time_ns() % 1000000))
+    print(f"kill points from seed {seed} (PACKREC_KILL_SEED)")
+    rng = random.Random(seed)
+    killed = 0
+    for attempt in range(3 * KILL_RUNS):
+        if killed == KILL_RUNS:
+            break
+        run = tmp_path / f"run{attempt}"
+        run.mkdir()
+        killed += bool(one_run(rng, run))
+    assert killed == KILL_RUNS, f"only {killed} of the kills landed inside a part"

@@ -5,7 +5,6 @@ running that part again on a worker, five times."""
 import importlib.util
 import os
 import pathlib
-import random
 import signal
 import subprocess
 import sys
@@ -14,13 +13,12 @@ import time
 
 import pytest
 
-from conftest import CONVERT_FLAGS, PART_COUNT, assert_same_bytes
+from conftest import CONVERT_FLAGS, PART_COUNT, assert_same_bytes, repeat_kills
 
 distributed = pytest.importorskip("distributed", reason="apt-get install python3-distributed")
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "scale-out" / "dask_convert.py"
 RESIZE_SHORT = int(CONVERT_FLAGS[CONVERT_FLAGS.index("--resize-short") + 1])
-KILL_RUNS = 5
 
 
 def load_example():
@@ -57,22 +55,17 @@ def test_a_killed_worker_and_the_retried_part_give_the_same_dataset(tree, tmp_pa
     2022.12 sometimes closes that one again at once (its name is still registered to the dead
     one), which would leave later runs with one worker; the retried part only needs the other."""
     example = load_example()
-    seed = int(os.environ.get("PACKREC_KILL_SEED", time.time_ns() % 1000000))
-    print(f"kill points from seed {seed} (PACKREC_KILL_SEED)")
-    rng = random.Random(seed)
-    killed = 0
-    for attempt in range(3 * KILL_RUNS):
-        if killed == KILL_RUNS:
-            break
-        run = tmp_path / f"run{attempt}"
+
+    def one_run(rng, run):
         with local_cluster() as cluster, distributed.Client(cluster) as client:
-            killed += kill_a_worker_mid_part(client, example, rng, tree, run, single)
-    assert killed == KILL_RUNS, f"only {killed} of the kills landed inside a part"
+            return kill_a_worker_mid_part(client, example, rng, tree, run, single)
+
+    repeat_kills(tmp_path, one_run)
 
 
 def kill_a_worker_mid_part(client, example, rng, tree, run, single):
-    """One conversion with a chosen part's worker SIGKILLed at a random point; 1 when the kill
-    landed inside the part (checked: the dataset, and that another process redid the part)."""
+    """One conversion with a chosen part's worker SIGKILLed at a random point; True when the
+    kill landed inside the part (checked: the dataset, and that another process redid it)."""
     outcome = {}
 
     def convert():
@@ -108,8 +101,8 @@ def kill_a_worker_mid_part(client, example, rng, tree, run, single):
     assert stats["parts"] == PART_COUNT
     assert_same_bytes(run / "train.pkr", single)
     if not mid_part:
-        return 0  # the part ran and finished between two looks: try another point
+        return False  # the part ran and finished between two looks: try another point
     redone = stats["converted"][target]
     print(f"  redone by pid {redone['pid']} in {redone['seconds']:.2f} s")
     assert redone["pid"] != victim[1] and not redone["already_complete"]
-    return 1
+    return True

@@ -6,14 +6,13 @@ done and others running; the merge refusing a missing part; a shorter array with
 Every sbatch, squeue and scontrol is printed to the test log."""
 import os
 import pathlib
-import random
 import shutil
 import tempfile
 import time
 
 import pytest
 
-from conftest import CONVERT_FLAGS, PART_COUNT, assert_same_bytes
+from conftest import CONVERT_FLAGS, PART_COUNT, assert_same_bytes, repeat_kills
 from slurm_cluster import ClusterUnavailable, SlurmCluster
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "scale-out"
@@ -22,7 +21,6 @@ MERGE = EXAMPLES / "merge.sbatch"
 # The examples ask for 8 CPUs and 8 GB; this node has 2 CPUs. Options given to sbatch override
 # the scripts' #SBATCH lines, as on a real cluster.
 SMALL = ["--cpus-per-task=1", "--mem=100M"]
-KILL_RUNS = 5
 
 
 @pytest.fixture(scope="session")
@@ -101,50 +99,43 @@ def merge_log(run, merge):
 
 def test_cancelled_task_requeued_gives_the_same_dataset(slurm, job_env, tmp_path, single):
     """scancel of one running array task at a random point of its part, then scontrol requeue;
-    five times, each a mid-part kill (a kill that came after the part was done is tried again
-    at another point and not counted). The merge submitted with the array is cancelled by
-    Slurm (afterok can no longer be met); the merge submitted after the requeue writes the
-    single conversion's bytes."""
-    seed = int(os.environ.get("PACKREC_KILL_SEED", time.time_ns() % 1000000))
-    print(f"kill points from seed {seed} (PACKREC_KILL_SEED)")
-    rng = random.Random(seed)
-    killed = 0
-    for attempt in range(3 * KILL_RUNS):
-        if killed == KILL_RUNS:
-            break
-        run = tmp_path / f"run{attempt}"
-        run.mkdir()
-        env = {**job_env, "PARTS": os.fspath(run / "parts"), "OUT": os.fspath(run / "train.pkr")}
-        array = submit_array(slurm, run, env)
-        first_merge = submit_merge(slurm, run, env, f"afterok:{array}")
-        index = rng.randrange(PART_COUNT)
-        task = f"{array}_{index}"
-        wait_running(slurm, task)
-        delay = rng.uniform(0.0, 2.5)
-        time.sleep(delay)
-        slurm.run("scancel", task)
-        state = slurm.wait(task)[task]
-        print(f"task {task} (part {index}) cancelled {delay:.2f} s after it started: {state}")
-        if state != "CANCELLED" or part_file(env, index).exists():
-            slurm.wait(array)
-            slurm.run("scancel", first_merge)
-            continue  # the part was done before the kill: not a mid-part kill
-        killed += 1
-        assert slurm.wait(first_merge)[first_merge] == "CANCELLED", merge_log(run, first_merge)
-        # A requeued job waits about two minutes before it may start again; a user in a hurry
-        # (and this test) starts it now, once the cancelled run's slurmstepd is gone.
-        slurm.wait_steps_gone(task)
-        slurm.run("scontrol", "requeue", task)
-        slurm.run("scontrol", "update", f"JobId={task}", "StartTime=now")
-        merge = submit_merge(slurm, run, env, f"afterany:{array}")
-        states = slurm.wait(array)
-        assert set(states.values()) == {"COMPLETED"}, (states, slurm.jobs(task),
-                                                       log_of(run, array, index), slurm.logs())
-        assert slurm.jobs(task)[task]["Restarts"] == "1"
-        assert slurm.wait(merge)[merge] == "COMPLETED", merge_log(run, merge)
-        assert not (run / "train.pkr.partial").exists()
-        assert_same_bytes(run / "train.pkr", single)
-    assert killed == KILL_RUNS, f"only {killed} of the kills landed inside a part"
+    five times, each a mid-part kill. The merge submitted with the array is cancelled by Slurm
+    (afterok can no longer be met); the merge submitted after the requeue writes the single
+    conversion's bytes."""
+    repeat_kills(tmp_path, lambda rng, run: cancel_and_requeue(slurm, job_env, single, rng, run))
+
+
+def cancel_and_requeue(slurm, job_env, single, rng, run):
+    env = {**job_env, "PARTS": os.fspath(run / "parts"), "OUT": os.fspath(run / "train.pkr")}
+    array = submit_array(slurm, run, env)
+    first_merge = submit_merge(slurm, run, env, f"afterok:{array}")
+    index = rng.randrange(PART_COUNT)
+    task = f"{array}_{index}"
+    wait_running(slurm, task)
+    delay = rng.uniform(0.0, 2.5)
+    time.sleep(delay)
+    slurm.run("scancel", task)
+    state = slurm.wait(task)[task]
+    print(f"task {task} (part {index}) cancelled {delay:.2f} s after it started: {state}")
+    if state != "CANCELLED" or part_file(env, index).exists():
+        slurm.wait(array)
+        slurm.run("scancel", first_merge)
+        return False  # the part was done before the kill: not a mid-part kill
+    assert slurm.wait(first_merge)[first_merge] == "CANCELLED", merge_log(run, first_merge)
+    # A requeued job waits about two minutes before it may start again; a user in a hurry
+    # (and this test) starts it now, once the cancelled run's slurmstepd is gone.
+    slurm.wait_steps_gone(task)
+    slurm.run("scontrol", "requeue", task)
+    slurm.run("scontrol", "update", f"JobId={task}", "StartTime=now")
+    merge = submit_merge(slurm, run, env, f"afterany:{array}")
+    states = slurm.wait(array)
+    assert set(states.values()) == {"COMPLETED"}, (states, slurm.jobs(task),
+                                                   log_of(run, array, index), slurm.logs())
+    assert slurm.jobs(task)[task]["Restarts"] == "1"
+    assert slurm.wait(merge)[merge] == "COMPLETED", merge_log(run, merge)
+    assert not (run / "train.pkr.partial").exists()
+    assert_same_bytes(run / "train.pkr", single)
+    return True
 
 
 def test_whole_array_resubmitted_while_parts_run(slurm, job_env, tmp_path, single):
