@@ -5,6 +5,7 @@ Nothing is faked: where the cluster cannot start (not root, Slurm or munge missi
 does not come up), `SlurmCluster.start` raises `ClusterUnavailable` with the reason, and the
 tests skip with it.
 """
+import ctypes
 import os
 import pathlib
 import shutil
@@ -16,6 +17,13 @@ import time
 
 class ClusterUnavailable(Exception):
     pass
+
+
+def _die_with_parent():
+    """In the daemon's child before exec: SIGTERM when the test process dies (a ctest timeout
+    kills pytest, not the daemons it started; they run in the foreground, so this holds)."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _free_port():
@@ -96,19 +104,6 @@ class SlurmCluster:
                                    + ", ".join(f"{k} {f['JobState']} ({f.get('Reason')})"
                                                for k, f in jobs.items()))
             time.sleep(0.2)
-
-    def wait_steps_gone(self, task, timeout=30):
-        """Waits until no slurmstepd of `task` (its own job id) runs on the node any more. A
-        cancelled job leaves the queue while its slurmstepd may still be tearing down; a requeued
-        job launched at that moment (same job id, same node) failed to start once in these tests."""
-        job_id = self.jobs(task)[task]["JobId"]
-        deadline = time.monotonic() + timeout
-        while subprocess.run(["pgrep", "-f", rf"slurmstepd: \[{job_id}\."],
-                             capture_output=True).returncode == 0:
-            if time.monotonic() > deadline:  # another cluster's job of that id, perhaps: go on
-                print(f"a slurmstepd of a job {job_id} still runs after {timeout} s")
-                return
-            time.sleep(0.1)
 
     # -- life cycle ---------------------------------------------------------------------------
     def start(self):
@@ -196,7 +191,8 @@ PartitionName=test Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
     def _spawn(self, name, *argv):
         log = open(self.root / "log" / f"{name}.stdout", "wb")
         process = subprocess.Popen([os.fspath(a) for a in argv], env=self.env, stdout=log,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+                                   stderr=subprocess.STDOUT, start_new_session=True,
+                                   preexec_fn=_die_with_parent)
         self._daemons.append((name, process))
 
     def _wait_node_idle(self, timeout=30):

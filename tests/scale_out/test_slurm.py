@@ -123,8 +123,11 @@ def cancel_and_requeue(slurm, job_env, single, rng, run):
         return False  # the part was done before the kill: not a mid-part kill
     assert slurm.wait(first_merge)[first_merge] == "CANCELLED", merge_log(run, first_merge)
     # A requeued job waits about two minutes before it may start again; a user in a hurry
-    # (and this test) starts it now, once the cancelled run's slurmstepd is gone.
-    slurm.wait_steps_gone(task)
+    # (and this test) starts it now, but in a later second than the kill: slurmd revoked the
+    # killed job's credential at the kill, in whole seconds, and refuses a launch of that job
+    # id with a credential of the same second ("Job N already killed, do not launch batch
+    # job": the requeued task fails without running).
+    time.sleep(1.05 - time.time() % 1)
     slurm.run("scontrol", "requeue", task)
     slurm.run("scontrol", "update", f"JobId={task}", "StartTime=now")
     merge = submit_merge(slurm, run, env, f"afterany:{array}")
