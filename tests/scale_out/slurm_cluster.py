@@ -117,9 +117,9 @@ class SlurmCluster:
         for sub in ("munge", "state", "spool", "log"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(self.root / "munge", 0o700)
-        self._start_munge()
-        self._write_conf()
         try:
+            self._start_munge()
+            self._write_conf()
             self._spawn("slurmctld", "/usr/sbin/slurmctld", "-D", "-c", "-f", self.conf)
             self._spawn("slurmd", "/usr/sbin/slurmd", "-D", "-N", self.node, "-f", self.conf)
             self._wait_node_idle()
