@@ -22,18 +22,26 @@ packages=(
   python3-matplotlib  # benchmarks/plot_bench.py (README, Use)
   # tests/scale_out/: a real single-node Slurm cluster and Dask's distributed scheduler
   slurm-wlm munge python3-distributed
+  # datasets at URLs (lib/storage/object_store.h); tests/remote/ serves them with nginx
+  libcurl4-openssl-dev nginx-light
 )
+# tests/remote/: the S3 server (s3rver, from the npm registry) needs Node.js and npm
+if ! command -v npm >/dev/null 2>&1; then packages+=(nodejs npm); fi
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
     missing+=("$package")
 done
-if ((${#missing[@]} == 0)); then
-  exit 0
+if ((${#missing[@]} > 0)); then
+  echo "installing: ${missing[*]}" >&2
+  sudo=()
+  if ((EUID != 0)); then sudo=(sudo); fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-echo "installing: ${missing[*]}" >&2
-sudo=()
-if ((EUID != 0)); then sudo=(sudo); fi
-export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" apt-get update -qq
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The S3 server the remote tests start (versions pinned by its package-lock.json).
+s3server="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/remote/s3server"
+if [[ ! -x "$s3server/node_modules/.bin/s3rver" ]]; then
+  (cd "$s3server" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi

@@ -20,8 +20,8 @@ void OptionsFromJson(const nlohmann::json& in, WriterOptions& options) {
 const FormatDescriptor& ShardFormat() {
   static const FormatDescriptor kDescriptor{
       .info = {.name = "shard",
-               .summary =
-                   "packrec's own sharded record files, read through mmap (docs/formats/shard.md)",
+               .summary = "packrec's own sharded record files, read through mmap or from a URL "
+                          "(docs/formats/shard.md)",
                .suffixes = {".pkr"},
                .readable = true,
                .single_file = false,
@@ -29,6 +29,7 @@ const FormatDescriptor& ShardFormat() {
                .stores_fields = true},
       .looks_like = LooksLikeShardDataset,
       .open = OpenShardDataset,
+      .open_url = OpenRemoteShardDataset,
       .create = CreateShardWriter,
       .resume = ResumeShardWriter,
       .options_to_json = OptionsToJson,

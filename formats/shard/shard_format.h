@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <string_view>
 
 #include "packrec/reader.h"
 #include "packrec/writer.h"
@@ -22,6 +23,10 @@ Result<ResumedWriter> ResumeShardWriter(const std::filesystem::path& dir,
                                         const WriterOptions& options);
 Result<std::unique_ptr<Reader>> OpenShardDataset(const std::filesystem::path& dir,
                                                  const OpenOptions& options);
+// A shard dataset at a URL (storage/object_store.h): manifest, headers and indexes by ranged GETs
+// at open, records by ranged GETs as they are read.
+Result<std::unique_ptr<Reader>> OpenRemoteShardDataset(std::string_view url,
+                                                       const OpenOptions& options);
 
 }  // namespace packrec::shard
 

@@ -16,7 +16,9 @@
 #include "shard/shard_format.h"
 #include "shard/shard_layout.h"
 #include "storage/field_block.h"
+#include "storage/object_store.h"
 #include "storage/payload.h"
+#include "storage/range_fetcher.h"
 
 namespace packrec::shard {
 namespace {
@@ -63,9 +65,12 @@ std::string RecordWhere(const Shard& shard, std::uint64_t index, std::string_vie
 // manifest's schema. Header, footer and index are read with pread, not through the mapping: a
 // page fault there reads around the faulting page (read_ahead_kb, 8 MiB on some disks), which
 // pulled megabytes of image bytes into memory at every open; pread reads what it is asked for.
-Status ValidateShard(Shard& shard, std::size_t field_count) {
+// How ValidateShard reads the shard's bytes: pread locally, ranged GETs remotely.
+using ReadAt = std::function<Status(std::uint64_t offset, std::span<std::byte> out)>;
+
+Status ValidateShard(Shard& shard, std::size_t field_count, std::uint64_t size,
+                     const ReadAt& read_at) {
   const std::string name = shard.path.string();
-  const std::uint64_t size = shard.map.size();
   if (size < shard.meta.size_bytes) {
     return Status::Truncated(name + ": truncated (expected " +
                              std::to_string(shard.meta.size_bytes) + " bytes, got " +
@@ -79,10 +84,8 @@ Status ValidateShard(Shard& shard, std::size_t field_count) {
     return Status::Corruption(name + ": " + std::to_string(size) +
                               " bytes is too small for a shard");
   }
-  PACKREC_ASSIGN_OR_RETURN(const std::unique_ptr<RandomAccessFile> file,
-                           RandomAccessFile::Open(shard.path));
   std::array<std::byte, kHeaderSize> header_bytes{};
-  PACKREC_RETURN_IF_ERROR(file->ReadExact(0, header_bytes));
+  PACKREC_RETURN_IF_ERROR(read_at(0, header_bytes));
   Header header;
   switch (DecodeHeader(header_bytes, &header)) {
     case DecodeError::kBadMagic:
@@ -111,7 +114,7 @@ Status ValidateShard(Shard& shard, std::size_t field_count) {
   }
   const std::uint64_t footer_offset = size - kFooterSize;
   std::array<std::byte, kFooterSize> footer_bytes{};
-  PACKREC_RETURN_IF_ERROR(file->ReadExact(footer_offset, footer_bytes));
+  PACKREC_RETURN_IF_ERROR(read_at(footer_offset, footer_bytes));
   switch (DecodeFooter(footer_bytes, &shard.footer)) {
     case DecodeError::kBadMagic:
       return Status::Corruption(name + ": footer magic missing at byte offset " +
@@ -143,7 +146,7 @@ Status ValidateShard(Shard& shard, std::size_t field_count) {
     return Status::Corruption(name + ": footer locates the key table or index outside the file");
   }
   shard.metadata.resize(footer_offset - footer.keys_offset);
-  PACKREC_RETURN_IF_ERROR(file->ReadExact(footer.keys_offset, shard.metadata));
+  PACKREC_RETURN_IF_ERROR(read_at(footer.keys_offset, shard.metadata));
   const std::uint64_t computed = Xxh64(shard.metadata);
   if (computed != footer.metadata_xxh64) {
     return Status::Corruption(name + ": index checksum mismatch (bytes " +
@@ -182,8 +185,13 @@ Status ValidateShard(Shard& shard, std::size_t field_count) {
 
 class ShardReader final : public Reader {
  public:
-  ShardReader(DatasetInfo info, std::vector<Shard> shards, OpenOptions options)
-      : info_(std::move(info)), shards_(std::move(shards)), options_(options) {
+  // `fetcher`: where the shards' bytes come from when the dataset is at a URL; null locally.
+  ShardReader(DatasetInfo info, std::vector<Shard> shards, OpenOptions options,
+              std::unique_ptr<RangeFetcher> fetcher)
+      : info_(std::move(info)),
+        shards_(std::move(shards)),
+        options_(options),
+        fetcher_(std::move(fetcher)) {
     for (const Shard& shard : shards_) shard_first_.push_back(shard.meta.first_record);
   }
 
@@ -191,20 +199,45 @@ class ShardReader final : public Reader {
 
   Result<RecordView> Read(std::uint64_t index, ReadScratch& scratch) const override {
     PACKREC_ASSIGN_OR_RETURN(const Shard* shard, ShardOf(index));
-    return AtRecord(ReadFromShard(*shard, index, scratch, options_.verify_checksums), index,
-                    shard->path.string());
+    return AtRecord(fetcher_ ? ReadRemote(*shard, index, scratch)
+                             : ReadFromShard(*shard, index, scratch, options_.verify_checksums),
+                    index, shard->path.string());
+  }
+
+  void WillNeed(std::span<const std::uint64_t> indices) const override {
+    if (!fetcher_) return;
+    std::vector<WantedRange> ranges;
+    ranges.reserve(indices.size() * 2);
+    for (const std::uint64_t index : indices) {
+      const Result<const Shard*> shard = ShardOf(index);
+      if (!shard.ok()) continue;  // its Read reports the error
+      AppendRanges(**shard, (*shard)->Entry(index - (*shard)->meta.first_record), index, ranges);
+    }
+    fetcher_->Stage(std::move(ranges));
+  }
+
+  RemoteStats remote_stats() const override {
+    return fetcher_ ? fetcher_->store().counters() : RemoteStats{};
   }
 
   Result<FieldView> ReadField(std::uint64_t index, std::size_t field,
                               ReadScratch& scratch) const override {
-    (void)scratch;  // field values are always views into the mapping
+    // Field values are views into the mapping, or into scratch.field_bytes remotely.
     if (field >= info_.fields.size()) return Reader::ReadField(index, field, scratch);
     PACKREC_ASSIGN_OR_RETURN(const Shard* shard, ShardOf(index));
     const IndexEntry entry = shard->Entry(index - shard->meta.first_record);
-    Result<FieldView> value = shard->version < 2
-                                  ? Result<FieldView>(FieldView{})
-                                  : DecodeFieldValue(shard->FieldBlock(entry), info_.fields.size(),
-                                                     field, options_.verify_checksums);
+    std::span<const std::byte> block = shard->FieldBlock(entry);
+    if (fetcher_ && shard->version >= 2) {
+      scratch.field_bytes.resize(entry.fields_size);
+      const ObjectStore::Range range{shard->meta.file, entry.fields_offset, scratch.field_bytes};
+      const Status fetched = fetcher_->store().Fetch({&range, 1});
+      if (!fetched.ok()) return fetched.WithRecordIndex(index).WithPath(shard->path.string());
+      block = scratch.field_bytes;
+    }
+    Result<FieldView> value =
+        shard->version < 2
+            ? Result<FieldView>(FieldView{})
+            : DecodeFieldValue(block, info_.fields.size(), field, options_.verify_checksums);
     if (!value.ok()) {
       return Status(value.status().code(),
                     FieldWhere(*shard, entry, index, field) + ": " + value.status().message())
@@ -242,13 +275,13 @@ class ShardReader final : public Reader {
       const std::uint64_t shard_end = first + shard.meta.record_count;
       if (shard_end <= begin || first >= end) continue;
       if (!shard.damage.ok()) return shard.damage;
-      PACKREC_ASSIGN_OR_RETURN(const auto file, RandomAccessFile::Open(shard.path));
-      PACKREC_RETURN_IF_ERROR(StreamShard(
-          shard, *file, std::max(begin, first), std::min(end, shard_end),
-          [&](std::uint64_t index, const IndexEntry& entry, std::span<const std::byte> stored) {
+      PACKREC_RETURN_IF_ERROR(ScanShard(
+          shard, std::max(begin, first), std::min(end, shard_end),
+          [&](std::uint64_t index, const IndexEntry& entry, std::span<const std::byte> stored,
+              std::span<const std::byte> block) {
             PACKREC_ASSIGN_OR_RETURN(
                 const RecordView view,
-                MakeView(shard, entry, index, stored, scratch, options_.verify_checksums));
+                MakeView(shard, entry, index, stored, block, scratch, options_.verify_checksums));
             return visit(view);
           }));
     }
@@ -267,18 +300,14 @@ class ShardReader final : public Reader {
         report_shard(shard.damage);
         continue;
       }
-      Result<std::unique_ptr<RandomAccessFile>> file = RandomAccessFile::Open(shard.path);
-      if (!file.ok()) {
-        report_shard(file.status());
-        continue;
-      }
       const std::uint64_t problems_before = stats.problems;
       const std::uint64_t first = shard.meta.first_record;
-      const Status scanned = StreamShard(
-          shard, **file, first, first + shard.meta.record_count,
-          [&](std::uint64_t index, const IndexEntry& entry, std::span<const std::byte> stored) {
+      const Status scanned = ScanShard(
+          shard, first, first + shard.meta.record_count,
+          [&](std::uint64_t index, const IndexEntry& entry, std::span<const std::byte> stored,
+              std::span<const std::byte> block) {
             ++stats.records_checked;
-            Result<RecordView> view = MakeView(shard, entry, index, stored, scratch, true);
+            Result<RecordView> view = MakeView(shard, entry, index, stored, block, scratch, true);
             if (view.ok()) {
               stats.bytes_checked += stored.size();
             } else {
@@ -294,7 +323,7 @@ class ShardReader final : public Reader {
       }
       // Bytes outside records (padding) are covered only by the whole-file checksum.
       if (stats.problems != problems_before) continue;
-      Result<std::uint64_t> computed = HashFileXxh64(**file, shard.meta.size_bytes);
+      Result<std::uint64_t> computed = HashShard(shard);
       if (!computed.ok()) {
         report_shard(computed.status());
       } else if (*computed != shard.meta.xxh64) {
@@ -307,13 +336,107 @@ class ShardReader final : public Reader {
   }
 
  private:
-  using StoredVisitor =
-      std::function<Status(std::uint64_t, const IndexEntry&, std::span<const std::byte>)>;
+  // Receives a record's stored bytes and its field block (empty without fields).
+  using StoredVisitor = std::function<Status(
+      std::uint64_t, const IndexEntry&, std::span<const std::byte>, std::span<const std::byte>)>;
+
+  // Records [begin, end) of `shard` in order: streamed with pread locally, fetched in coalesced
+  // ranged requests of about kRemoteScanBytes remotely.
+  Status ScanShard(const Shard& shard, std::uint64_t begin, std::uint64_t end,
+                   const StoredVisitor& on_record) const {
+    if (!fetcher_) {
+      PACKREC_ASSIGN_OR_RETURN(const auto file, RandomAccessFile::Open(shard.path));
+      return StreamShard(
+          shard, *file, begin, end,
+          [&](std::uint64_t index, const IndexEntry& entry, std::span<const std::byte> stored) {
+            return on_record(index, entry, stored, shard.FieldBlock(entry));
+          });
+    }
+    constexpr std::uint64_t kRemoteScanBytes = 32 << 20;
+    std::vector<WantedRange> ranges;
+    for (std::uint64_t chunk_begin = begin; chunk_begin < end;) {
+      ranges.clear();
+      std::uint64_t bytes = 0;
+      std::uint64_t chunk_end = chunk_begin;
+      for (; chunk_end < end && (chunk_end == chunk_begin || bytes < kRemoteScanBytes);
+           ++chunk_end) {
+        const IndexEntry entry = shard.Entry(chunk_end - shard.meta.first_record);
+        AppendRanges(shard, entry, chunk_end, ranges);
+        bytes += entry.stored_size;
+      }
+      const std::size_t per_record = ranges.size() / (chunk_end - chunk_begin);
+      std::span<const std::byte> stored;
+      PACKREC_RETURN_IF_ERROR(fetcher_->FetchNow(
+          ranges, [&](std::size_t i, std::span<const std::byte> bytes_of_range) -> Status {
+            if (per_record == 2 && i % 2 == 0) {
+              stored = bytes_of_range;
+              return Status::OK();
+            }
+            const std::uint64_t index = chunk_begin + i / per_record;
+            const IndexEntry entry = shard.Entry(index - shard.meta.first_record);
+            return per_record == 2 ? on_record(index, entry, stored, bytes_of_range)
+                                   : on_record(index, entry, bytes_of_range, {});
+          }));
+      chunk_begin = chunk_end;
+    }
+    return Status::OK();
+  }
+
+  // The whole shard's xxHash64, as the manifest records it.
+  Result<std::uint64_t> HashShard(const Shard& shard) const {
+    if (fetcher_) return fetcher_->HashObject(ShardNumber(shard), shard.meta.size_bytes);
+    PACKREC_ASSIGN_OR_RETURN(const auto file, RandomAccessFile::Open(shard.path));
+    return HashFileXxh64(*file, shard.meta.size_bytes);
+  }
+
+  std::size_t ShardNumber(const Shard& shard) const {
+    return static_cast<std::size_t>(&shard - shards_.data());
+  }
+
+  bool HasFieldBlocks(const Shard& shard) const {
+    return !info_.fields.empty() && shard.version >= 2;
+  }
+
+  // The byte ranges record `index` needs remotely: its stored bytes, then its field block when
+  // the shard has field blocks. Keys: 2 * index and 2 * index + 1.
+  void AppendRanges(const Shard& shard, const IndexEntry& entry, std::uint64_t index,
+                    std::vector<WantedRange>& ranges) const {
+    const std::size_t object = ShardNumber(shard);
+    ranges.push_back({2 * index, object, entry.offset, entry.offset + entry.stored_size});
+    if (HasFieldBlocks(shard)) {
+      ranges.push_back(
+          {2 * index + 1, object, entry.fields_offset, entry.fields_offset + entry.fields_size});
+    }
+  }
+
+  // A record of a dataset at a URL: its stored bytes into scratch.fetched and its field block
+  // into scratch.field_bytes, from what WillNeed staged or by requests now.
+  Result<RecordView> ReadRemote(const Shard& shard, std::uint64_t index,
+                                ReadScratch& scratch) const {
+    const IndexEntry entry = shard.Entry(index - shard.meta.first_record);
+    std::vector<WantedRange> ranges;
+    AppendRanges(shard, entry, index, ranges);
+    std::array<std::vector<std::byte>*, 2> targets{&scratch.fetched, &scratch.field_bytes};
+    std::vector<ObjectStore::Range> missing;
+    for (std::size_t i = 0; i < ranges.size(); ++i) {
+      if (fetcher_->TakeStaged(ranges[i].key, *targets[i])) continue;
+      targets[i]->resize(ranges[i].end - ranges[i].begin);
+      missing.push_back({shard.meta.file, ranges[i].begin, *targets[i]});
+    }
+    if (!missing.empty()) PACKREC_RETURN_IF_ERROR(fetcher_->store().Fetch(missing));
+    const std::span<const std::byte> block = ranges.size() == 2
+                                                 ? std::span<const std::byte>(scratch.field_bytes)
+                                                 : std::span<const std::byte>();
+    return MakeView(shard, entry, index, scratch.fetched, block, scratch,
+                    options_.verify_checksums);
+  }
 
   // Calls `on_record` with the stored bytes of records [begin, end) of `shard`, in order,
   // streamed through pread windows (core/range_stream.h).
+  using StreamVisitor =
+      std::function<Status(std::uint64_t, const IndexEntry&, std::span<const std::byte>)>;
   static Status StreamShard(const Shard& shard, const RandomAccessFile& file, std::uint64_t begin,
-                            std::uint64_t end, const StoredVisitor& on_record) {
+                            std::uint64_t end, const StreamVisitor& on_record) {
     const std::uint64_t first = shard.meta.first_record;
     return StreamRanges(
         file, begin, end,
@@ -342,13 +465,14 @@ class ShardReader final : public Reader {
                                    bool verify) const {
     const IndexEntry entry = shard.Entry(index - shard.meta.first_record);
     return MakeView(shard, entry, index, shard.map.bytes().subspan(entry.offset, entry.stored_size),
-                    scratch, verify);
+                    shard.FieldBlock(entry), scratch, verify);
   }
 
-  // `stored` holds the entry's stored bytes, from the mapping or from a streamed window.
+  // `stored` holds the entry's stored bytes and `block` its field block, from the mapping, a
+  // streamed window or a fetch.
   Result<RecordView> MakeView(const Shard& shard, const IndexEntry& entry, std::uint64_t index,
-                              std::span<const std::byte> stored, ReadScratch& scratch,
-                              bool verify) const {
+                              std::span<const std::byte> stored, std::span<const std::byte> block,
+                              ReadScratch& scratch, bool verify) const {
     RecordView view;
     view.index = index;
     view.key = shard.Key(entry);
@@ -373,7 +497,7 @@ class ShardReader final : public Reader {
       view.bytes = stored;
     }
     if (!info_.fields.empty()) {
-      PACKREC_RETURN_IF_ERROR(ViewFields(shard, entry, index, scratch, verify));
+      PACKREC_RETURN_IF_ERROR(ViewFields(shard, entry, index, block, scratch, verify));
       view.fields = scratch.fields;
     }
     return view;
@@ -381,8 +505,7 @@ class ShardReader final : public Reader {
 
   // The record's field block, checked when `verify`, decoded into scratch.fields.
   Status ViewFields(const Shard& shard, const IndexEntry& entry, std::uint64_t index,
-                    ReadScratch& scratch, bool verify) const {
-    const std::span<const std::byte> block = shard.FieldBlock(entry);
+                    std::span<const std::byte> block, ReadScratch& scratch, bool verify) const {
     const std::size_t count = info_.fields.size();
     if (verify && shard.version >= 2 && Xxh64(block, /*seed=*/index) != entry.fields_checksum) {
       const std::optional<std::size_t> field = FirstDamagedField(block, count);
@@ -411,7 +534,65 @@ class ShardReader final : public Reader {
   std::vector<Shard> shards_;
   std::vector<std::uint64_t> shard_first_;
   OpenOptions options_;
+  std::unique_ptr<RangeFetcher> fetcher_;
 };
+
+}  // namespace
+
+namespace {
+
+Result<Manifest> ParseManifestBytes(const std::vector<std::byte>& text, const std::string& name) {
+  return ParseManifest(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()),
+                       name);
+}
+
+DatasetInfo InfoOf(const Manifest& manifest) {
+  DatasetInfo info = InfoFromManifest(manifest.common, "shard");
+  for (const ManifestShard& meta : manifest.shards) {
+    info.files.push_back({meta.file, meta.first_record, meta.record_count, meta.size_bytes});
+  }
+  return info;
+}
+
+// A remote shard's header and tail (footer, index and, by a guess at the keys' size, its key
+// table), fetched for every shard of the dataset in one parallel round of requests; ValidateShard
+// then reads from these, and fetches anything else (long keys) with a request of its own.
+struct ShardEdges {
+  std::vector<std::byte> head;
+  std::vector<std::byte> tail;
+  std::uint64_t tail_offset = 0;
+};
+
+std::vector<ShardEdges> PlanEdges(const std::vector<ManifestShard>& metas) {
+  constexpr std::uint64_t kKeyBytesGuess = 64;
+  std::vector<ShardEdges> edges(metas.size());
+  for (std::size_t i = 0; i < metas.size(); ++i) {
+    const std::uint64_t size = metas[i].size_bytes;
+    const std::uint64_t guess =
+        kFooterSize + metas[i].record_count * (kMaxIndexEntrySize + kKeyBytesGuess) + 4096;
+    edges[i].head.resize(std::min<std::uint64_t>(kHeaderSize, size));
+    edges[i].tail_offset = size - std::min(guess, size);
+    edges[i].tail.resize(size - edges[i].tail_offset);
+  }
+  return edges;
+}
+
+ReadAt RemoteReadAt(const ObjectStore& store, const std::string& name, const ShardEdges& edges) {
+  return [&store, name, &edges](std::uint64_t offset, std::span<std::byte> out) -> Status {
+    const auto from = [&](const std::vector<std::byte>& bytes, std::uint64_t start) {
+      if (offset < start || offset - start > bytes.size() ||
+          out.size() > bytes.size() - (offset - start)) {
+        return false;
+      }
+      std::copy_n(bytes.begin() + static_cast<std::ptrdiff_t>(offset - start), out.size(),
+                  out.begin());
+      return true;
+    };
+    if (from(edges.head, 0) || from(edges.tail, edges.tail_offset)) return Status::OK();
+    const ObjectStore::Range range{name, offset, out};
+    return store.Fetch({&range, 1});
+  };
+}
 
 }  // namespace
 
@@ -425,30 +606,73 @@ Result<std::unique_ptr<Reader>> OpenShardDataset(const fs::path& dir, const Open
     }
     return text.status();
   }
-  PACKREC_ASSIGN_OR_RETURN(
-      Manifest manifest,
-      ParseManifest(std::string_view(reinterpret_cast<const char*>(text->data()), text->size()),
-                    manifest_path.string()));
-
-  DatasetInfo info = InfoFromManifest(manifest.common, "shard");
-
+  PACKREC_ASSIGN_OR_RETURN(Manifest manifest, ParseManifestBytes(*text, manifest_path.string()));
+  DatasetInfo info = InfoOf(manifest);
   std::vector<Shard> shards;
   shards.reserve(manifest.shards.size());
   for (const ManifestShard& meta : manifest.shards) {
-    info.files.push_back({meta.file, meta.first_record, meta.record_count, meta.size_bytes});
     Shard& shard = shards.emplace_back();
     shard.meta = meta;
     shard.path = dir / meta.file;
     Result<MappedFile> map = MappedFile::Open(shard.path);
-    if (map.ok()) {
+    Result<std::unique_ptr<RandomAccessFile>> file =
+        map.ok() ? RandomAccessFile::Open(shard.path) : map.status();
+    if (file.ok()) {
       shard.map = std::move(map).value();
-      shard.damage = ValidateShard(shard, info.fields.size());
+      shard.damage = ValidateShard(shard, info.fields.size(), shard.map.size(),
+                                   [&](std::uint64_t offset, std::span<std::byte> out) {
+                                     return (*file)->ReadExact(offset, out);
+                                   });
     } else {
-      shard.damage = map.status();
+      shard.damage = file.status();
     }
     if (!shard.damage.ok() && !options.allow_damaged_shards) return shard.damage;
   }
-  return std::unique_ptr<Reader>(new ShardReader(std::move(info), std::move(shards), options));
+  return std::unique_ptr<Reader>(
+      new ShardReader(std::move(info), std::move(shards), options, nullptr));
+}
+
+Result<std::unique_ptr<Reader>> OpenRemoteShardDataset(std::string_view url,
+                                                       const OpenOptions& options) {
+  PACKREC_ASSIGN_OR_RETURN(const std::shared_ptr<ObjectStore> store,
+                           ObjectStore::ForUrl(url, options.remote));
+  const std::string manifest_url = store->NameUrl(kManifestName);
+  Result<std::vector<std::byte>> text = store->Get(kManifestName);
+  if (!text.ok()) {
+    if (text.status().code() == StatusCode::kNotFound) {
+      return Status::NotFound(store->url() + " is not a packrec shard dataset (no " + manifest_url +
+                              "; of the formats, only shard datasets are read from URLs)");
+    }
+    return text.status();
+  }
+  PACKREC_ASSIGN_OR_RETURN(Manifest manifest, ParseManifestBytes(*text, manifest_url));
+  DatasetInfo info = InfoOf(manifest);
+  std::vector<ShardEdges> edges = PlanEdges(manifest.shards);
+  std::vector<ObjectStore::Range> ranges;
+  for (std::size_t i = 0; i < edges.size(); ++i) {
+    ranges.push_back({manifest.shards[i].file, 0, edges[i].head});
+    ranges.push_back({manifest.shards[i].file, edges[i].tail_offset, edges[i].tail});
+  }
+  const Status fetched = store->Fetch(ranges);
+  if (!fetched.ok()) {
+    if (!options.allow_damaged_shards) return fetched;
+    edges = std::vector<ShardEdges>(edges.size());  // each shard fetches its own, errors apart
+  }
+  std::vector<Shard> shards;
+  std::vector<std::string> names;
+  shards.reserve(manifest.shards.size());
+  for (std::size_t i = 0; i < manifest.shards.size(); ++i) {
+    const ManifestShard& meta = manifest.shards[i];
+    Shard& shard = shards.emplace_back();
+    shard.meta = meta;
+    shard.path = store->NameUrl(meta.file);
+    names.push_back(meta.file);
+    shard.damage = ValidateShard(shard, info.fields.size(), meta.size_bytes,
+                                 RemoteReadAt(*store, meta.file, edges[i]));
+    if (!shard.damage.ok() && !options.allow_damaged_shards) return shard.damage;
+  }
+  return std::unique_ptr<Reader>(new ShardReader(std::move(info), std::move(shards), options,
+                                                 std::make_unique<RangeFetcher>(store, names)));
 }
 
 }  // namespace packrec::shard

@@ -32,6 +32,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,12 +41,31 @@
 
 namespace packrec {
 
+// How datasets at URLs (https://, http://, s3://) are read. See docs/remote.md. The environment
+// variables PACKREC_REMOTE_TIMEOUT (seconds) and PACKREC_REMOTE_TRIES override timeout_seconds
+// and max_tries.
+struct RemoteOptions {
+  // A try of one request fails when no byte arrives for this long (and when connecting takes
+  // longer); after `max_tries` tries the read fails with an error naming the URL.
+  double timeout_seconds = 30;
+  std::uint32_t max_tries = 5;       // per request; resets, timeouts, 5xx and 429 are retried
+  std::uint32_t max_in_flight = 16;  // requests in flight at once, per reader
+  // Ranges of one batch closer than this are fetched in one request (the bytes between them are
+  // downloaded and dropped): fewer requests for a few more bytes.
+  std::uint64_t coalesce_gap_bytes = 64 * 1024;
+  std::uint64_t max_request_bytes = 16 * 1024 * 1024;  // a coalesced request stops growing here
+  // Bytes of records fetched ahead for the loader (WillNeed) and not yet read; past this, hints
+  // are dropped and reads fetch on demand.
+  std::uint64_t staging_limit_bytes = 1024ull * 1024 * 1024;
+};
+
 struct OpenOptions {
   // Check each record's checksum on every Read (costs one xxHash64 pass over the bytes).
   bool verify_checksums = true;
   // Open even when some shards fail their structural checks; reads of their records then return
   // the shard's error. Verify uses this to report every problem instead of stopping at the first.
   bool allow_damaged_shards = false;
+  RemoteOptions remote;  // used only when the dataset is at a URL
 };
 
 // One file of a dataset, as the manifest lists it.
@@ -86,6 +106,7 @@ struct ReadScratch {
   std::string key;
   std::vector<FieldView> fields;       // RecordView::fields points here
   std::vector<std::byte> field_bytes;  // fields that had to be copied
+  std::vector<std::byte> fetched;      // a remote record's bytes, as they came over the network
 };
 
 // One problem found by Verify. Fields that do not apply are empty.
@@ -159,10 +180,25 @@ class Reader {
   // Checks every byte the format can check (headers, index, every record checksum, whole-file
   // checksums), reports each problem to `reporter` and goes on.
   virtual VerifyStats Verify(VerifyReporter& reporter) const = 0;
+
+  // A hint that `indices` will be Read soon (the Loader gives each batch as it starts it). A
+  // dataset at a URL starts fetching them now, sorted and coalesced into few ranged requests, so
+  // that the Reads find their bytes waiting; local datasets ignore it. Returns at once; errors
+  // surface in the Reads. Thread-safe.
+  virtual void WillNeed(std::span<const std::uint64_t> indices) const { (void)indices; }
+
+  // Requests, retries and bytes of a dataset at a URL so far; all zero for local datasets.
+  struct RemoteStats {
+    std::uint64_t requests = 0;
+    std::uint64_t retries = 0;
+    std::uint64_t bytes = 0;
+  };
+  virtual RemoteStats remote_stats() const { return {}; }
 };
 
 // Opens the dataset at `path`, detecting its format. Errors: NotFound, Corruption, Truncated,
-// NotSupported (a newer format version), IOError; each message names the file.
+// NotSupported (a newer format version), IOError; each message names the file. `path` may be a
+// URL (https://, http://, s3://) of a shard dataset: see RemoteOptions and docs/remote.md.
 Result<std::unique_ptr<Reader>> OpenDataset(const std::filesystem::path& path,
                                             const OpenOptions& options = {});
 

@@ -13,6 +13,7 @@
 #include "packrec/writer.h"
 #include "recordio/recordio_format.h"
 #include "shard/shard_format.h"
+#include "storage/object_store.h"
 #include "storage/resume_journal.h"
 #include "storage/source_util.h"
 #include "tfrecord/tfrecord_format.h"
@@ -115,6 +116,12 @@ std::string JoinFormatNames(bool FormatInfo::*flag) {
 }
 
 Result<std::unique_ptr<Reader>> OpenDataset(const fs::path& path, const OpenOptions& options) {
+  if (IsRemoteUrl(path.string())) {
+    for (const FormatDescriptor* format : FormatDescriptors()) {
+      if (format->open_url != nullptr) return format->open_url(path.string(), options);
+    }
+    return Status::NotSupported("no format of this build reads from URLs: " + path.string());
+  }
   std::error_code error;
   if (!fs::exists(path, error)) return Status::NotFound("no such dataset: " + path.string());
   for (const FormatDescriptor* format : FormatDescriptors()) {

@@ -559,6 +559,9 @@ class LoaderImpl final : public Loader {
       filling->chunk = std::clamp(images / threads_, 1u, kMaxChunk);
     }
     filling->chunks = std::max(1u, (images + filling->chunk - 1) / filling->chunk);
+    // A dataset at a URL starts fetching the batch's records now, coalesced, while the workers
+    // finish the batches before it: the prefetch depth covers the network's latency.
+    reader_->WillNeed(filling->records);
     BatchFiller::Reset(pooled->batch, epoch_, index);
     filling_.push_back(std::move(filling));
     work_.notify_all();

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "packrec/format.h"
@@ -26,6 +27,11 @@ struct FormatDescriptor {
   Result<bool> (*looks_like)(const std::filesystem::path& path) = nullptr;
   Result<std::unique_ptr<Reader>> (*open)(const std::filesystem::path& path,
                                           const OpenOptions& options) = nullptr;
+  // Formats read from URLs (https://, http://, s3://; storage/object_store.h): opening one. Null
+  // for the others. A URL has no directory listing to detect a format by: OpenDataset hands it
+  // to the first format that has this.
+  Result<std::unique_ptr<Reader>> (*open_url)(std::string_view url,
+                                              const OpenOptions& options) = nullptr;
 
   Result<std::unique_ptr<DatasetWriter>> (*create)(const std::filesystem::path& path,
                                                    const WriterOptions& options) = nullptr;

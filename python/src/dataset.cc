@@ -172,7 +172,11 @@ class Dataset {
     py::list out;
     ReadScratch scratch;
     for (std::uint64_t i = 0; i < reader_->size(); ++i) {
-      Result<FieldView> value = reader_->ReadField(i, field, scratch);
+      // Without the GIL: over a URL each read waits on the network.
+      Result<FieldView> value = [&] {
+        ReleasedGil release;
+        return reader_->ReadField(i, field, scratch);
+      }();
       if (!value.ok()) ThrowStatus(value.status().WithContext(path_));
       out.append(FieldToPython(fields[field], *value, /*parse_json=*/false));
     }

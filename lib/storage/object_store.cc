@@ -1,0 +1,537 @@
+// HTTP(S) and S3 ranged reads through libcurl's multi interface. The HTTP client and the SigV4
+// signing are libcurl's; what is written here is only which requests to send, how to read their
+// answers and when to try again.
+#include "storage/object_store.h"
+
+#include <curl/curl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+namespace packrec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? std::string() : std::string(value);
+}
+
+std::string Trim(std::string_view text) {
+  const auto begin = text.find_first_not_of(" \t\r");
+  if (begin == std::string_view::npos) return {};
+  const auto end = text.find_last_not_of(" \t\r");
+  return std::string(text.substr(begin, end - begin + 1));
+}
+
+// `key` of section `section` of an AWS INI file (~/.aws/credentials, ~/.aws/config); empty when
+// absent. The config file names sections "profile NAME" except "default".
+std::string IniValue(const std::string& file, const std::string& section, const std::string& key) {
+  std::ifstream in(file);
+  std::string line;
+  bool inside = false;
+  while (std::getline(in, line)) {
+    const std::string trimmed = Trim(line);
+    if (trimmed.empty() || trimmed[0] == '#' || trimmed[0] == ';') continue;
+    if (trimmed.front() == '[' && trimmed.back() == ']') {
+      inside = Trim(std::string_view(trimmed).substr(1, trimmed.size() - 2)) == section;
+      continue;
+    }
+    const auto equals = trimmed.find('=');
+    if (inside && equals != std::string::npos && Trim(trimmed.substr(0, equals)) == key) {
+      return Trim(std::string_view(trimmed).substr(equals + 1));
+    }
+  }
+  return {};
+}
+
+struct AwsSettings {
+  std::string region;
+  std::string access_key;
+  std::string secret_key;
+  std::string session_token;
+};
+
+AwsSettings LoadAwsSettings() {
+  const std::string home = Env("HOME");
+  std::string credentials = Env("AWS_SHARED_CREDENTIALS_FILE");
+  if (credentials.empty() && !home.empty()) credentials = home + "/.aws/credentials";
+  std::string config = Env("AWS_CONFIG_FILE");
+  if (config.empty() && !home.empty()) config = home + "/.aws/config";
+  std::string profile = Env("AWS_PROFILE");
+  if (profile.empty()) profile = "default";
+  const std::string config_section = profile == "default" ? profile : "profile " + profile;
+
+  AwsSettings aws;
+  aws.region = Env("AWS_REGION");
+  if (aws.region.empty()) aws.region = Env("AWS_DEFAULT_REGION");
+  if (aws.region.empty()) aws.region = IniValue(config, config_section, "region");
+  if (aws.region.empty()) aws.region = "us-east-1";
+  aws.access_key = Env("AWS_ACCESS_KEY_ID");
+  aws.secret_key = Env("AWS_SECRET_ACCESS_KEY");
+  aws.session_token = Env("AWS_SESSION_TOKEN");
+  if (aws.access_key.empty()) {
+    aws.access_key = IniValue(credentials, profile, "aws_access_key_id");
+    aws.secret_key = IniValue(credentials, profile, "aws_secret_access_key");
+    aws.session_token = IniValue(credentials, profile, "aws_session_token");
+  }
+  return aws;
+}
+
+// Percent-encodes each '/'-separated segment of `path` (RFC 3986 unreserved characters stay).
+std::string EscapePath(std::string_view path) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const char c : path) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (std::isalnum(byte) != 0 || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
+      out += c;
+    } else {
+      out += '%';
+      out += kHex[byte >> 4];
+      out += kHex[byte & 15];
+    }
+  }
+  return out;
+}
+
+void GlobalInitOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+// One request's state while libcurl runs it.
+struct Transfer {
+  std::string url;
+  std::uint64_t offset = 0;
+  std::span<std::byte> out;                 // ranged: exactly these bytes are expected
+  std::vector<std::byte>* whole = nullptr;  // whole object: appended here instead
+  std::size_t received = 0;
+  bool overflow = false;
+  long http_code = 0;
+  std::string error_body;  // of a non-2xx answer, first bytes only (S3 puts its <Code> there)
+  std::uint32_t tries = 0;
+  Clock::time_point not_before{};
+  std::array<char, CURL_ERROR_SIZE> curl_error{};
+
+  std::string What() const {
+    if (whole != nullptr) return "GET " + url;
+    return "GET " + url + " bytes " + std::to_string(offset) + "-" +
+           std::to_string(offset + out.size() - 1);
+  }
+};
+
+std::size_t OnBody(char* data, std::size_t size, std::size_t count, void* context) {
+  auto* transfer = static_cast<Transfer*>(context);
+  const std::size_t bytes = size * count;
+  const auto* first = reinterpret_cast<const std::byte*>(data);
+  if (transfer->http_code >= 300) {
+    const std::size_t keep =
+        std::min<std::size_t>(bytes, 512 - std::min<std::size_t>(512, transfer->error_body.size()));
+    transfer->error_body.append(data, keep);
+    return bytes;
+  }
+  if (transfer->whole != nullptr) {
+    transfer->whole->insert(transfer->whole->end(), first, first + bytes);
+  } else {
+    if (bytes > transfer->out.size() - transfer->received) {
+      transfer->overflow = true;
+      return 0;  // aborts the transfer: the server sends more than the range asked for
+    }
+    std::copy(first, first + bytes, transfer->out.begin() + transfer->received);
+  }
+  transfer->received += bytes;
+  return bytes;
+}
+
+// Captures the HTTP status before the body, so OnBody knows where an error answer's body goes.
+std::size_t OnHeader(char* data, std::size_t size, std::size_t count, void* context) {
+  auto* transfer = static_cast<Transfer*>(context);
+  const std::string_view line(data, size * count);
+  if (line.starts_with("HTTP/")) {
+    const auto space = line.find(' ');
+    if (space != std::string_view::npos) {
+      transfer->http_code =
+          std::strtol(std::string(line.substr(space + 1, 3)).c_str(), nullptr, 10);
+      transfer->error_body.clear();
+      transfer->received = 0;
+      if (transfer->whole != nullptr) transfer->whole->clear();
+    }
+  }
+  return size * count;
+}
+
+enum class Outcome { kDone, kRetry, kFail };
+
+bool TransientCurlError(CURLcode code) {
+  switch (code) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_COULDNT_RESOLVE_HOST:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The S3 error code in an XML error body ("<Code>NoSuchKey</Code>"), or the body's start.
+std::string ErrorDetail(const std::string& body) {
+  const auto begin = body.find("<Code>");
+  const auto end = body.find("</Code>");
+  if (begin != std::string::npos && end != std::string::npos && end > begin) {
+    return ": " + body.substr(begin + 6, end - begin - 6);
+  }
+  return {};
+}
+
+}  // namespace
+
+bool IsRemoteUrl(std::string_view path) {
+  return path.starts_with("http://") || path.starts_with("https://") || path.starts_with("s3://");
+}
+
+struct ObjectStore::Impl {
+  std::string base;  // http(s) URL of the dataset "directory", no trailing '/'
+  bool signed_s3 = false;
+  std::string sigv4;  // "aws:amz:REGION:s3"
+  std::string userpwd;
+  curl_slist* headers = nullptr;
+
+  // Connections, DNS and TLS sessions shared by every handle of this store: a batch's requests
+  // reuse the connections the previous batch opened. Recreated in a forked child.
+  std::mutex share_mutex;
+  CURLSH* share = nullptr;
+  pid_t share_pid = 0;
+  std::array<std::mutex, CURL_LOCK_DATA_LAST> locks;
+
+  std::atomic<std::uint64_t> requests{0};
+  std::atomic<std::uint64_t> retries{0};
+  std::atomic<std::uint64_t> bytes{0};
+
+  ~Impl() {
+    if (share != nullptr && share_pid == getpid()) curl_share_cleanup(share);
+    curl_slist_free_all(headers);
+  }
+
+  static void Lock(CURL*, curl_lock_data data, curl_lock_access, void* self) {
+    static_cast<Impl*>(self)->locks[static_cast<std::size_t>(data)].lock();
+  }
+  static void Unlock(CURL*, curl_lock_data data, void* self) {
+    static_cast<Impl*>(self)->locks[static_cast<std::size_t>(data)].unlock();
+  }
+
+  CURLSH* Share() {
+    std::lock_guard lock(share_mutex);
+    if (share == nullptr || share_pid != getpid()) {
+      // A parent's share is left alone in a child: its connections belong to the parent.
+      share = curl_share_init();
+      share_pid = getpid();
+      curl_share_setopt(share, CURLSHOPT_LOCKFUNC, &Impl::Lock);
+      curl_share_setopt(share, CURLSHOPT_UNLOCKFUNC, &Impl::Unlock);
+      curl_share_setopt(share, CURLSHOPT_USERDATA, this);
+      curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
+      curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+      curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+    }
+    return share;
+  }
+
+  void Configure(CURL* handle, Transfer& transfer, const RemoteOptions& options) {
+    curl_easy_setopt(handle, CURLOPT_URL, transfer.url.c_str());
+    curl_easy_setopt(handle, CURLOPT_SHARE, Share());
+    curl_easy_setopt(handle, CURLOPT_PRIVATE, &transfer);
+    curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, &OnBody);
+    curl_easy_setopt(handle, CURLOPT_WRITEDATA, &transfer);
+    curl_easy_setopt(handle, CURLOPT_HEADERFUNCTION, &OnHeader);
+    curl_easy_setopt(handle, CURLOPT_HEADERDATA, &transfer);
+    curl_easy_setopt(handle, CURLOPT_ERRORBUFFER, transfer.curl_error.data());
+    curl_easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(handle, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(handle, CURLOPT_MAXREDIRS, 5L);
+    curl_easy_setopt(handle, CURLOPT_TCP_KEEPALIVE, 1L);
+    const auto timeout_ms = static_cast<long>(options.timeout_seconds * 1000);
+    curl_easy_setopt(handle, CURLOPT_CONNECTTIMEOUT_MS, std::max(1L, timeout_ms));
+    // No byte for timeout_seconds fails the try (libcurl counts whole seconds here).
+    curl_easy_setopt(handle, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(handle, CURLOPT_LOW_SPEED_TIME,
+                     std::max(1L, static_cast<long>(std::ceil(options.timeout_seconds))));
+    if (transfer.whole == nullptr) {
+      const std::string range = std::to_string(transfer.offset) + "-" +
+                                std::to_string(transfer.offset + transfer.out.size() - 1);
+      curl_easy_setopt(handle, CURLOPT_RANGE, range.c_str());  // copied by libcurl
+    }
+    curl_easy_setopt(handle, CURLOPT_HTTPHEADER, headers);
+    if (signed_s3) {
+      curl_easy_setopt(handle, CURLOPT_AWS_SIGV4, sigv4.c_str());
+      curl_easy_setopt(handle, CURLOPT_USERPWD, userpwd.c_str());
+    }
+    transfer.received = 0;
+    transfer.overflow = false;
+    transfer.http_code = 0;
+    transfer.error_body.clear();
+    transfer.curl_error[0] = '\0';
+    if (transfer.whole != nullptr) transfer.whole->clear();
+  }
+
+  // What to do with a finished try; `error` gets the reason when it is not kDone.
+  static Outcome Judge(const Transfer& transfer, CURLcode code, const RemoteOptions& options,
+                       Status& error) {
+    const std::string what = transfer.What();
+    if (code != CURLE_OK) {
+      if (transfer.overflow) {
+        error = Status::IOError(what + ": the server sent more bytes than the range asked for " +
+                                "(it does not honour Range requests)");
+        return Outcome::kFail;
+      }
+      const std::string detail = transfer.curl_error[0] != '\0'
+                                     ? std::string(transfer.curl_error.data())
+                                     : std::string(curl_easy_strerror(code));
+      if (code == CURLE_OPERATION_TIMEDOUT) {
+        error =
+            Status::IOError(what + ": no answer within " +
+                            std::to_string(static_cast<int>(std::ceil(options.timeout_seconds))) +
+                            " s (" + detail + ")");
+      } else {
+        error = Status::IOError(what + ": " + detail);
+      }
+      return TransientCurlError(code) ? Outcome::kRetry : Outcome::kFail;
+    }
+    const long status = transfer.http_code;
+    if (status == 206 || (status == 200 && (transfer.whole != nullptr || transfer.offset == 0))) {
+      if (transfer.whole == nullptr && transfer.received != transfer.out.size()) {
+        error =
+            Status::IOError(what + ": the answer ended after " + std::to_string(transfer.received) +
+                            " of " + std::to_string(transfer.out.size()) + " bytes");
+        return Outcome::kRetry;
+      }
+      return Outcome::kDone;
+    }
+    const std::string http =
+        " (HTTP " + std::to_string(status) + ErrorDetail(transfer.error_body) + ")";
+    if (status == 404) {
+      error = Status::NotFound(what + ": no such object" + http);
+      return Outcome::kFail;
+    }
+    if (status == 401 || status == 403) {
+      error = Status::IOError(what + ": access denied" + http);
+      return Outcome::kFail;
+    }
+    if (status == 416) {
+      error = Status::Truncated(what + ": the range lies past the end of the object" + http);
+      return Outcome::kFail;
+    }
+    if (status == 200) {
+      error =
+          Status::IOError(what + ": the server answered the whole object instead of the range " +
+                          "(it does not honour Range requests)");
+      return Outcome::kFail;
+    }
+    error = Status::IOError(what + ": the server answered" + http);
+    return status >= 500 || status == 429 || status == 408 ? Outcome::kRetry : Outcome::kFail;
+  }
+
+  // Runs every transfer to completion; the first transfer (in order) that fails for good gives
+  // the error. Transfers after a failure are abandoned.
+  Status Run(std::vector<Transfer>& transfers, const RemoteOptions& options) {
+    GlobalInitOnce();
+    CURLM* multi = curl_multi_init();
+    std::vector<CURL*> created;  // every handle, cleaned up at the end
+    std::vector<CURL*> idle;
+    std::deque<std::size_t> waiting;
+    for (std::size_t i = 0; i < transfers.size(); ++i) waiting.push_back(i);
+    std::size_t active = 0;
+    Status failure;
+    std::mt19937 jitter(static_cast<unsigned>(Clock::now().time_since_epoch().count()));
+    const std::size_t limit = std::max<std::uint32_t>(1, options.max_in_flight);
+    while (failure.ok() && (!waiting.empty() || active > 0)) {
+      const Clock::time_point now = Clock::now();
+      for (std::size_t pass = waiting.size(); pass > 0 && active < limit; --pass) {
+        const std::size_t next = waiting.front();
+        waiting.pop_front();
+        if (transfers[next].not_before > now) {
+          waiting.push_back(next);
+          continue;
+        }
+        CURL* handle = nullptr;
+        if (idle.empty()) {
+          handle = created.emplace_back(curl_easy_init());
+        } else {
+          handle = idle.back();
+          idle.pop_back();
+        }
+        curl_easy_reset(handle);
+        Configure(handle, transfers[next], options);
+        ++transfers[next].tries;
+        requests.fetch_add(1, std::memory_order_relaxed);
+        curl_multi_add_handle(multi, handle);
+        ++active;
+      }
+      int running = 0;
+      curl_multi_perform(multi, &running);
+      int queued = 0;
+      while (CURLMsg* message = curl_multi_info_read(multi, &queued)) {
+        if (message->msg != CURLMSG_DONE) continue;
+        CURL* handle = message->easy_handle;
+        const CURLcode code = message->data.result;
+        Transfer* transfer = nullptr;
+        curl_easy_getinfo(handle, CURLINFO_PRIVATE, &transfer);
+        curl_multi_remove_handle(multi, handle);
+        idle.push_back(handle);
+        --active;
+        bytes.fetch_add(transfer->received, std::memory_order_relaxed);
+        Status error;
+        const Outcome outcome = Judge(*transfer, code, options, error);
+        if (outcome == Outcome::kDone) continue;
+        if (outcome == Outcome::kRetry && transfer->tries < options.max_tries) {
+          retries.fetch_add(1, std::memory_order_relaxed);
+          const double base_ms = 50.0 * std::pow(2.0, transfer->tries - 1);
+          const double capped = std::min(base_ms, 2000.0);
+          std::uniform_real_distribution<double> spread(capped / 2, capped);
+          transfer->not_before =
+              Clock::now() + std::chrono::microseconds(static_cast<long>(spread(jitter) * 1000));
+          waiting.push_back(static_cast<std::size_t>(transfer - transfers.data()));
+          continue;
+        }
+        failure = outcome == Outcome::kRetry
+                      ? Status(error.code(), error.message() + " (tried " +
+                                                 std::to_string(transfer->tries) + " times)")
+                      : error;
+      }
+      if (failure.ok() && (active > 0 || !waiting.empty())) {
+        curl_multi_poll(multi, nullptr, 0, active > 0 ? 100 : 10, nullptr);
+      }
+    }
+    // Transfers still running after a failure are abandoned: out of the multi before cleanup.
+    for (CURL* handle : created) {
+      curl_multi_remove_handle(multi, handle);
+      curl_easy_cleanup(handle);
+    }
+    curl_multi_cleanup(multi);
+    return failure;
+  }
+};
+
+ObjectStore::ObjectStore(std::string url, RemoteOptions options, std::unique_ptr<Impl> impl)
+    : url_(std::move(url)), options_(options), impl_(std::move(impl)) {}
+
+ObjectStore::~ObjectStore() = default;
+
+namespace {
+
+// PACKREC_REMOTE_TIMEOUT (seconds) and PACKREC_REMOTE_TRIES override `options`: one setting for
+// the CLI, Python and the worker processes a DataLoader starts.
+Result<RemoteOptions> WithEnvironment(RemoteOptions options) {
+  const std::string timeout = Env("PACKREC_REMOTE_TIMEOUT");
+  if (!timeout.empty()) {
+    char* end = nullptr;
+    options.timeout_seconds = std::strtod(timeout.c_str(), &end);
+    if (*end != '\0' || !(options.timeout_seconds > 0) || options.timeout_seconds > 86400) {
+      return Status::InvalidArgument(
+          "PACKREC_REMOTE_TIMEOUT must be seconds from 0 to 86400, got '" + timeout + "'");
+    }
+  }
+  const std::string tries = Env("PACKREC_REMOTE_TRIES");
+  if (!tries.empty()) {
+    char* end = nullptr;
+    const unsigned long value = std::strtoul(tries.c_str(), &end, 10);
+    if (*end != '\0' || value == 0 || value > 100) {
+      return Status::InvalidArgument("PACKREC_REMOTE_TRIES must be a count from 1 to 100, got '" +
+                                     tries + "'");
+    }
+    options.max_tries = static_cast<std::uint32_t>(value);
+  }
+  return options;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<ObjectStore>> ObjectStore::ForUrl(std::string_view url,
+                                                         const RemoteOptions& given) {
+  if (!IsRemoteUrl(url)) return Status::InvalidArgument(std::string(url) + " is not a URL");
+  PACKREC_ASSIGN_OR_RETURN(const RemoteOptions options, WithEnvironment(given));
+  if (options.max_tries == 0) return Status::InvalidArgument("max_tries must be at least 1");
+  if (!(options.timeout_seconds > 0)) {
+    return Status::InvalidArgument("the remote timeout must be positive");
+  }
+  auto impl = std::make_unique<Impl>();
+  std::string trimmed(url);
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  if (trimmed.starts_with("s3://")) {
+    const std::string rest = trimmed.substr(5);
+    const auto slash = rest.find('/');
+    const std::string bucket = rest.substr(0, slash);
+    const std::string key = slash == std::string::npos ? "" : rest.substr(slash + 1);
+    if (bucket.empty()) return Status::InvalidArgument(std::string(url) + ": no bucket name");
+    const AwsSettings aws = LoadAwsSettings();
+    std::string endpoint = Env("AWS_ENDPOINT_URL_S3");
+    if (endpoint.empty()) endpoint = Env("AWS_ENDPOINT_URL");
+    if (endpoint.empty()) endpoint = "https://s3." + aws.region + ".amazonaws.com";
+    while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
+    // Path-style addressing: works with every S3-compatible server and with AWS.
+    impl->base = endpoint + "/" + EscapePath(bucket) + (key.empty() ? "" : "/" + EscapePath(key));
+    if (!aws.access_key.empty()) {
+      impl->signed_s3 = true;
+      impl->sigv4 = "aws:amz:" + aws.region + ":s3";
+      impl->userpwd = aws.access_key + ":" + aws.secret_key;
+      // S3 wants the payload's hash in a header; GETs carry none.
+      impl->headers = curl_slist_append(impl->headers, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+      if (!aws.session_token.empty()) {
+        impl->headers = curl_slist_append(impl->headers,
+                                          ("x-amz-security-token: " + aws.session_token).c_str());
+      }
+    }
+  } else {
+    impl->base = trimmed;
+  }
+  return std::shared_ptr<ObjectStore>(new ObjectStore(trimmed, options, std::move(impl)));
+}
+
+std::string ObjectStore::NameUrl(std::string_view name) const {
+  return impl_->base + "/" + EscapePath(name);
+}
+
+Result<std::vector<std::byte>> ObjectStore::Get(std::string_view name) const {
+  std::vector<std::byte> body;
+  std::vector<Transfer> transfers(1);
+  transfers[0].url = NameUrl(name);
+  transfers[0].whole = &body;
+  PACKREC_RETURN_IF_ERROR(impl_->Run(transfers, options_));
+  return body;
+}
+
+Status ObjectStore::Fetch(std::span<const Range> ranges) const {
+  std::vector<Transfer> transfers;
+  transfers.reserve(ranges.size());
+  for (const Range& range : ranges) {
+    if (range.out.empty()) continue;
+    Transfer& transfer = transfers.emplace_back();
+    transfer.url = NameUrl(range.name);
+    transfer.offset = range.offset;
+    transfer.out = range.out;
+  }
+  return impl_->Run(transfers, options_);
+}
+
+Reader::RemoteStats ObjectStore::counters() const {
+  return {impl_->requests.load(), impl_->retries.load(), impl_->bytes.load()};
+}
+
+}  // namespace packrec

@@ -1,0 +1,76 @@
+// Datasets at URLs: https:// and http:// through libcurl, s3:// through libcurl's own AWS SigV4
+// signing (path-style requests to AWS_ENDPOINT_URL, or to AWS's regional endpoint). Credentials
+// and region come the way AWS's tools take them: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+// AWS_SESSION_TOKEN, AWS_REGION / AWS_DEFAULT_REGION, else the profile AWS_PROFILE (or
+// "default") of ~/.aws/credentials and ~/.aws/config (AWS_SHARED_CREDENTIALS_FILE,
+// AWS_CONFIG_FILE). No credentials: unsigned requests, for public buckets.
+//
+// Every request is a GET of a byte range (or of a whole small object); failures that may pass
+// (connection reset or refused, timeouts, HTTP 5xx and 429, a short body) are retried with
+// exponential backoff and jitter, up to RemoteOptions::max_tries. Anything else (404, 403, a
+// server that ignores Range) fails at once. Errors name the URL and the byte range.
+//
+// Threading: an ObjectStore is safe to use from any number of threads; connections are shared
+// (kept alive and reused) across them. fork(): a child must open its own ObjectStore (libcurl's
+// connections are not fork-safe); a Reader opened in the parent reopens its store in the child
+// on first use.
+#ifndef PACKREC_LIB_STORAGE_OBJECT_STORE_H_
+#define PACKREC_LIB_STORAGE_OBJECT_STORE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "packrec/reader.h"
+#include "packrec/status.h"
+
+namespace packrec {
+
+// Whether `path` is a URL this build reads (http://, https://, s3://) rather than a local path.
+bool IsRemoteUrl(std::string_view path);
+
+class ObjectStore {
+ public:
+  // The store for the dataset at `url` (its "directory"); names are resolved against it.
+  static Result<std::shared_ptr<ObjectStore>> ForUrl(std::string_view url,
+                                                     const RemoteOptions& options);
+  ~ObjectStore();
+  ObjectStore(const ObjectStore&) = delete;
+  ObjectStore& operator=(const ObjectStore&) = delete;
+
+  // The dataset's URL as the user gave it, and the URL of `name` inside it (for messages).
+  const std::string& url() const { return url_; }
+  std::string NameUrl(std::string_view name) const;
+
+  // The whole object `name`. NotFound when the server says 404.
+  Result<std::vector<std::byte>> Get(std::string_view name) const;
+
+  // One byte range of one object, fetched into `out` (out.size() bytes from `offset`).
+  struct Range {
+    std::string name;
+    std::uint64_t offset = 0;
+    std::span<std::byte> out;
+  };
+  // Fetches every range, up to max_in_flight at once on shared connections, each retried on its
+  // own. Returns OK when all arrived, else the error of the first range that failed for good.
+  Status Fetch(std::span<const Range> ranges) const;
+
+  Reader::RemoteStats counters() const;  // requests (retries included), retries, body bytes
+  const RemoteOptions& options() const { return options_; }
+
+ private:
+  struct Impl;
+  ObjectStore(std::string url, RemoteOptions options, std::unique_ptr<Impl> impl);
+  std::string url_;
+  RemoteOptions options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace packrec
+
+#endif  // PACKREC_LIB_STORAGE_OBJECT_STORE_H_

@@ -1,0 +1,263 @@
+"""Shard datasets read from URLs: served by Debian's nginx over HTTP and by an S3 server (s3rver,
+behind a proxy that checks every request's SigV4 signature), both started here on 127.0.0.1.
+What comes over the network must equal the local dataset byte for byte, batch for batch; faults
+(resets, 503s, flipped bytes, a server that stops answering) must end in retries or in an error
+that names the URL or the record, never in wrong data or a hang."""
+import hashlib
+import json
+import os
+import pathlib
+import subprocess
+import time
+
+import numpy
+import pytest
+import torch
+import torch.utils.data
+
+import packrec
+from packrec import errors
+from packrec.torch import Dataset
+
+import remote_servers
+from remote_servers import FaultProxy
+
+BUCKET = "train"
+CLI = os.environ.get("PACKREC_CLI", "packrec")
+
+
+def started(make):
+    try:
+        return make()
+    except remote_servers.Unavailable as why:
+        pytest.skip(str(why))
+
+
+@pytest.fixture(scope="module")
+def field_dataset(tmp_path_factory):
+    """A small dataset whose records carry fields (a caption and a JSON), so that field blocks
+    travel too."""
+    from PIL import Image
+    root = tmp_path_factory.mktemp("remote-fields") / "tree"
+    for cls in ("bird", "fish"):
+        (root / cls).mkdir(parents=True)
+        for i in range(6):
+            Image.new("RGB", (20 + i, 18), (30 * i, 90, 140)).save(root / cls / f"{i:03d}.jpg")
+            (root / cls / f"{i:03d}.txt").write_text(f"a {cls} number {i}")
+            (root / cls / f"{i:03d}.json").write_text(json.dumps({"i": i, "cls": cls}))
+    out = root.parent / "fields.pkr"
+    packrec.convert(root, out, shard_size=1 << 20)
+    return out
+
+
+@pytest.fixture(scope="module")
+def http(datasets, field_dataset, tmp_path_factory):
+    """nginx serving the shard dataset as /ds.pkr and the field dataset as /fields.pkr."""
+    www = tmp_path_factory.mktemp("www")
+    os.symlink(datasets["shard"], www / "ds.pkr")
+    os.symlink(field_dataset, www / "fields.pkr")
+    server = started(lambda: remote_servers.Nginx(www, tmp_path_factory.mktemp("nginx")))
+    proxy = FaultProxy(server.url)
+    yield proxy
+    proxy.stop()
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def s3(datasets, field_dataset, tmp_path_factory):
+    """s3rver with bucket `train` holding ds.pkr and fields.pkr, behind a SigV4-checking proxy;
+    AWS_* variables point packrec at it for the module."""
+    work = tmp_path_factory.mktemp("s3")
+    server = started(lambda: remote_servers.S3rver(work, BUCKET))
+    remote_servers.upload_tree(server.url, BUCKET, "ds.pkr", datasets["shard"])
+    remote_servers.upload_tree(server.url, BUCKET, "fields.pkr", field_dataset)
+    proxy = FaultProxy(server.url)
+    proxy.sigv4_secrets = {remote_servers.ACCESS_KEY: remote_servers.SECRET_KEY}
+    saved = dict(os.environ)
+    os.environ.update({"AWS_ENDPOINT_URL": proxy.url, "AWS_REGION": remote_servers.REGION,
+                       "AWS_ACCESS_KEY_ID": remote_servers.ACCESS_KEY,
+                       "AWS_SECRET_ACCESS_KEY": remote_servers.SECRET_KEY})
+    os.environ.pop("AWS_SESSION_TOKEN", None)
+    yield proxy
+    os.environ.clear()
+    os.environ.update(saved)
+    assert proxy.signature_failures == [], proxy.signature_failures
+    proxy.stop()
+    server.stop()
+
+
+@pytest.fixture(params=["http", "s3"])
+def remote(request):
+    """(url of the shard dataset, url of the field dataset, the proxy in front of the server)."""
+    proxy = request.getfixturevalue(request.param)
+    proxy.delay_ms, proxy.reset_share, proxy.error_share, proxy.flip_share = 0, 0.0, 0.0, 0.0
+    proxy.reset_counts()
+    if request.param == "http":
+        return f"{proxy.url}/ds.pkr", f"{proxy.url}/fields.pkr", proxy
+    return f"s3://{BUCKET}/ds.pkr", f"s3://{BUCKET}/fields.pkr", proxy
+
+
+def cli(*args, env=None, check=True):
+    run = subprocess.run([CLI, *map(str, args)], capture_output=True, text=True,
+                         env={**os.environ, **(env or {})}, timeout=120)
+    if check:
+        assert run.returncode == 0, run.stderr
+    return run
+
+
+def test_info_verify_and_extract_match_the_local_dataset(remote, datasets, tmp_path):
+    url, _, proxy = remote
+    local = json.loads(cli("info", "--json", datasets["shard"]).stdout)
+    over = json.loads(cli("info", "--json", url).stdout)
+    for key in ("records", "classes", "payload_bytes", "file_bytes", "listing_hash", "format"):
+        assert over[key] == local[key], key
+    assert "OK: checked 120 of 120 records" in cli("verify", url).stdout
+    cli("extract", url, tmp_path / "remote")
+    cli("extract", datasets["shard"], tmp_path / "local")
+    files = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local").rglob("*")
+                   if p.is_file())
+    assert len(files) == 120
+    for name in files:
+        assert (tmp_path / "remote" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
+    assert proxy.requests > 0
+
+
+def test_records_and_fields_read_in_python_equal_the_local_ones(remote, field_dataset):
+    _, fields_url, _ = remote
+    local, over = packrec.open(field_dataset), packrec.open(fields_url)
+    assert len(over) == len(local) == 12
+    assert over.fields == local.fields
+    for i in range(len(local)):
+        assert over[i] == local[i]
+        assert over.sample(i) == local.sample(i)
+    assert over.field("txt") == local.field("txt")
+    assert over.verify()["ok"]
+
+
+def test_the_loader_yields_the_local_batches_in_the_same_order(remote, datasets):
+    url, _, proxy = remote
+
+    def batches(path, shuffle):
+        loader = packrec.Loader(path, batch_size=16, threads=2, transform="train", seed=9,
+                                size=48, shuffle=shuffle)
+        loader.set_epoch(2)
+        return [(images.clone(), labels.clone()) for images, labels in loader]
+
+    for shuffle in (True, False):
+        want = batches(datasets["shard"], shuffle)
+        proxy.reset_counts()
+        got = batches(url, shuffle)
+        assert len(got) == len(want) == 8
+        for (images, labels), (want_images, want_labels) in zip(got, want):
+            assert torch.equal(images, want_images) and torch.equal(labels, want_labels)
+        # Each batch's records are fetched together, sorted and coalesced: far fewer requests
+        # than records. In order, a batch of neighbours is one request, or two where it spans
+        # two shards (the open's manifest, headers and indexes are counted too).
+        opening = 1 + 2 * len(packrec.open(datasets["shard"]).info()["files"])
+        limit = opening + 2 * 8 if not shuffle else 120 // 2
+        assert proxy.requests <= limit, (shuffle, proxy.requests, proxy.ranges)
+
+
+def test_the_cpp_loader_writes_the_same_batches_from_a_url(remote, datasets, dump_tool, tmp_path):
+    url, _, _ = remote
+    for name, path in (("local", datasets["shard"]), ("remote", url)):
+        subprocess.run([dump_tool, str(path), str(tmp_path / name), "16", "2", "train", "4", "1",
+                        "64"], check=True, timeout=120)
+    assert (tmp_path / "remote").read_bytes() == (tmp_path / "local").read_bytes()
+
+
+def digest_items(items):
+    return sorted((hashlib.sha1(image).hexdigest(), int(label)) for image, label in items)
+
+
+def test_torch_dataloader_with_four_workers_reads_every_record_once(s3, datasets):
+    def collate(items):
+        return items
+
+    def read_all(path):
+        loader = torch.utils.data.DataLoader(Dataset(path, decode="bytes"), batch_size=10,
+                                             shuffle=True, num_workers=4, collate_fn=collate)
+        return digest_items(item for batch in loader for item in batch)
+
+    assert read_all(f"s3://{BUCKET}/ds.pkr") == read_all(os.fspath(datasets["shard"]))
+
+
+def test_resets_and_503s_on_a_tenth_of_the_requests_are_retried(remote, datasets):
+    url, _, proxy = remote
+    proxy.reset_share, proxy.error_share = 0.05, 0.05
+    local = packrec.open(datasets["shard"])
+    over = packrec.open(url)
+    for i in range(len(local)):
+        assert over[i] == local[i]
+    assert cli("verify", url).returncode == 0
+    assert proxy.faults >= 3, proxy.faults  # faults did happen, and were survived
+    proxy.reset_share = proxy.error_share = 0.0
+
+
+def test_a_flipped_byte_is_a_checksum_error_naming_the_record(remote):
+    url, _, proxy = remote
+    ds = packrec.open(url)
+    key = ds[7][2]
+    proxy.flip_share = 1.0
+    try:
+        with pytest.raises(errors.CorruptionError) as raised:
+            ds[7]
+    finally:
+        proxy.flip_share = 0.0
+    message = str(raised.value)
+    assert "record 7" in message and key in message and "checksum mismatch" in message
+    assert ds[7][2] == key  # the next read, unflipped, is fine
+
+
+def test_a_server_that_stops_answering_is_a_timeout_naming_the_url(http, monkeypatch):
+    proxy = FaultProxy(http.url.replace(f":{http.port}", f":{http.port}"))  # a proxy of its own
+    monkeypatch.setenv("PACKREC_REMOTE_TIMEOUT", "1")
+    monkeypatch.setenv("PACKREC_REMOTE_TRIES", "2")
+    try:
+        ds = packrec.open(f"{proxy.url}/ds.pkr")
+        proxy.stall = True
+        started_at = time.monotonic()
+        with pytest.raises(errors.IOFailureError) as raised:
+            ds[3]
+        elapsed = time.monotonic() - started_at
+        assert elapsed < 15, elapsed
+        message = str(raised.value)
+        assert f"{proxy.url}/ds.pkr/shard-" in message and "no answer within 1 s" in message
+        assert "tried 2 times" in message
+        run = cli("info", f"{proxy.url}/ds.pkr", check=False)
+        assert run.returncode != 0 and "no answer within 1 s" in run.stderr
+    finally:
+        proxy.stop()
+
+
+def test_a_url_without_a_dataset_is_not_found_naming_the_manifest(http, s3):
+    with pytest.raises(errors.NotFoundError, match=r"no http://127\.0\.0\.1:\d+/nothing/manifest"):
+        packrec.open(f"{http.url}/nothing")
+    with pytest.raises(errors.NotFoundError, match="only shard datasets are read from URLs"):
+        packrec.open(f"s3://{BUCKET}/nothing")
+
+
+def test_a_wrong_secret_is_an_access_error(s3, monkeypatch):
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    with pytest.raises(errors.IOFailureError, match=r"access denied \(HTTP 403: SignatureDoesNotMatch\)"):
+        packrec.open(f"s3://{BUCKET}/ds.pkr")
+    s3.signature_failures.clear()  # this test's, on purpose
+
+
+def test_credentials_and_region_from_an_aws_profile_with_a_session_token(s3, datasets, tmp_path,
+                                                                         monkeypatch):
+    aws = tmp_path / ".aws"
+    aws.mkdir()
+    (aws / "credentials").write_text(
+        "[default]\naws_access_key_id = nobody\naws_secret_access_key = wrong\n\n"
+        f"[train]\naws_access_key_id = {remote_servers.ACCESS_KEY}\n"
+        f"aws_secret_access_key = {remote_servers.SECRET_KEY}\naws_session_token = tok/en+1=\n")
+    (aws / "config").write_text(f"[profile train]\nregion = {remote_servers.REGION}\n")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("AWS_PROFILE", "train")
+    s3.reset_counts()
+    ds = packrec.open(f"s3://{BUCKET}/ds.pkr")
+    assert ds[5] == packrec.open(datasets["shard"])[5]
+    assert s3.requests > 0
