@@ -217,7 +217,15 @@ class ShardReader final : public Reader {
   }
 
   RemoteStats remote_stats() const override {
-    return fetcher_ ? fetcher_->store().counters() : RemoteStats{};
+    if (!fetcher_) return {};
+    RemoteStats stats = fetcher_->store().counters();
+    if (const BlockCache* cache = fetcher_->cache()) {
+      const BlockCache::Counters counters = cache->counters();
+      stats.cache_hits = counters.hits;
+      stats.cache_fills = counters.fills;
+      stats.cache_evictions = counters.evictions;
+    }
+    return stats;
   }
 
   Result<FieldView> ReadField(std::uint64_t index, std::size_t field,
@@ -230,7 +238,7 @@ class ShardReader final : public Reader {
     if (fetcher_ && shard->version >= 2) {
       scratch.field_bytes.resize(entry.fields_size);
       const ObjectStore::Range range{shard->meta.file, entry.fields_offset, scratch.field_bytes};
-      const Status fetched = fetcher_->store().Fetch({&range, 1});
+      const Status fetched = fetcher_->Fetch({&range, 1});
       if (!fetched.ok()) return fetched.WithRecordIndex(index).WithPath(shard->path.string());
       block = scratch.field_bytes;
     }
@@ -423,7 +431,7 @@ class ShardReader final : public Reader {
       targets[i]->resize(ranges[i].end - ranges[i].begin);
       missing.push_back({shard.meta.file, ranges[i].begin, *targets[i]});
     }
-    if (!missing.empty()) PACKREC_RETURN_IF_ERROR(fetcher_->store().Fetch(missing));
+    if (!missing.empty()) PACKREC_RETURN_IF_ERROR(fetcher_->Fetch(missing));
     const std::span<const std::byte> block = ranges.size() == 2
                                                  ? std::span<const std::byte>(scratch.field_bytes)
                                                  : std::span<const std::byte>();
@@ -671,8 +679,17 @@ Result<std::unique_ptr<Reader>> OpenRemoteShardDataset(std::string_view url,
                                  RemoteReadAt(*store, meta.file, edges[i]));
     if (!shard.damage.ok() && !options.allow_damaged_shards) return shard.damage;
   }
-  return std::unique_ptr<Reader>(new ShardReader(std::move(info), std::move(shards), options,
-                                                 std::make_unique<RangeFetcher>(store, names)));
+  std::unique_ptr<BlockCache> cache;
+  if (!store->options().cache_dir.empty()) {
+    std::vector<BlockCache::Object> objects;
+    for (const ManifestShard& meta : manifest.shards) {
+      objects.push_back({meta.file, meta.size_bytes, meta.xxh64});
+    }
+    PACKREC_ASSIGN_OR_RETURN(cache, BlockCache::Open(store, std::move(objects)));
+  }
+  return std::unique_ptr<Reader>(
+      new ShardReader(std::move(info), std::move(shards), options,
+                      std::make_unique<RangeFetcher>(store, names, std::move(cache))));
 }
 
 }  // namespace packrec::shard

@@ -42,8 +42,10 @@
 namespace packrec {
 
 // How datasets at URLs (https://, http://, s3://) are read. See docs/remote.md. The environment
-// variables PACKREC_REMOTE_TIMEOUT (seconds) and PACKREC_REMOTE_TRIES override timeout_seconds
-// and max_tries.
+// variables PACKREC_REMOTE_TIMEOUT (seconds), PACKREC_REMOTE_TRIES, PACKREC_CACHE_DIR,
+// PACKREC_CACHE_SIZE and PACKREC_CACHE_BLOCK (bytes, or with a KiB/MiB/GiB/TiB suffix) override
+// timeout_seconds, max_tries, cache_dir, cache_size_bytes and cache_block_bytes: one setting
+// reaches DataLoader worker processes.
 struct RemoteOptions {
   // A try of one request fails when no byte arrives for this long (and when connecting takes
   // longer); after `max_tries` tries the read fails with an error naming the URL.
@@ -57,6 +59,12 @@ struct RemoteOptions {
   // Bytes of records fetched ahead for the loader (WillNeed) and not yet read; past this, hints
   // are dropped and reads fetch on demand.
   std::uint64_t staging_limit_bytes = 1024ull * 1024 * 1024;
+  // A local disk cache shared by every process that names the same directory (empty: none, reads
+  // go straight to memory). It never holds more than cache_size_bytes; blocks of
+  // cache_block_bytes of a shard are its unit. See docs/remote.md ("The cache").
+  std::string cache_dir;
+  std::uint64_t cache_size_bytes = 0;
+  std::uint64_t cache_block_bytes = 4 * 1024 * 1024;
 };
 
 struct OpenOptions {
@@ -189,9 +197,14 @@ class Reader {
 
   // Requests, retries and bytes of a dataset at a URL so far; all zero for local datasets.
   struct RemoteStats {
-    std::uint64_t requests = 0;
+    std::uint64_t requests = 0;  // sent, retries included
     std::uint64_t retries = 0;
-    std::uint64_t bytes = 0;
+    std::uint64_t bytes = 0;  // received
+    // Through a disk cache (RemoteOptions::cache_dir): blocks read from it, blocks this process
+    // fetched and kept, blocks it removed to stay under the limit.
+    std::uint64_t cache_hits = 0;
+    std::uint64_t cache_fills = 0;
+    std::uint64_t cache_evictions = 0;
   };
   virtual RemoteStats remote_stats() const { return {}; }
 };

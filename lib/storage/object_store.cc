@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -436,8 +437,21 @@ ObjectStore::~ObjectStore() = default;
 
 namespace {
 
-// PACKREC_REMOTE_TIMEOUT (seconds) and PACKREC_REMOTE_TRIES override `options`: one setting for
-// the CLI, Python and the worker processes a DataLoader starts.
+// "50GiB", "512MiB", "1048576": bytes with an optional binary suffix.
+std::optional<std::uint64_t> ParseByteCount(const std::string& text) {
+  char* end = nullptr;
+  const unsigned long long number = std::strtoull(text.c_str(), &end, 10);
+  if (end == text.c_str()) return std::nullopt;
+  const std::string suffix = end;
+  const std::map<std::string, unsigned> shifts{{"", 0},     {"B", 0},    {"KiB", 10},
+                                               {"MiB", 20}, {"GiB", 30}, {"TiB", 40}};
+  const auto shift = shifts.find(suffix);
+  if (shift == shifts.end() || number > (UINT64_MAX >> shift->second)) return std::nullopt;
+  return static_cast<std::uint64_t>(number) << shift->second;
+}
+
+// The PACKREC_REMOTE_* and PACKREC_CACHE_* variables override `options`: one setting for the
+// CLI, Python and the worker processes a DataLoader starts.
 Result<RemoteOptions> WithEnvironment(RemoteOptions options) {
   const std::string timeout = Env("PACKREC_REMOTE_TIMEOUT");
   if (!timeout.empty()) {
@@ -457,6 +471,28 @@ Result<RemoteOptions> WithEnvironment(RemoteOptions options) {
                                      tries + "'");
     }
     options.max_tries = static_cast<std::uint32_t>(value);
+  }
+  const std::string block = Env("PACKREC_CACHE_BLOCK");
+  if (!block.empty()) {
+    const std::optional<std::uint64_t> bytes = ParseByteCount(block);
+    if (!bytes || *bytes < 4096) {
+      return Status::InvalidArgument(
+          "PACKREC_CACHE_BLOCK must be a size of at least 4096 bytes, got '" + block + "'");
+    }
+    options.cache_block_bytes = *bytes;
+  }
+  const std::string cache = Env("PACKREC_CACHE_DIR");
+  if (!cache.empty()) options.cache_dir = cache;
+  const std::string cache_size = Env("PACKREC_CACHE_SIZE");
+  if (!cache_size.empty()) {
+    const std::optional<std::uint64_t> bytes = ParseByteCount(cache_size);
+    if (!bytes || *bytes == 0) {
+      return Status::InvalidArgument(
+          "PACKREC_CACHE_SIZE must be a size in bytes (a suffix KiB, MiB, GiB or TiB allowed), "
+          "got '" +
+          cache_size + "'");
+    }
+    options.cache_size_bytes = *bytes;
   }
   return options;
 }

@@ -59,7 +59,7 @@ struct RangeFetcher::Batch {
 
 namespace {
 
-Status FetchWindows(const ObjectStore& store, const std::vector<std::string>& names,
+Status FetchWindows(const RangeFetcher& fetcher, const std::vector<std::string>& names,
                     std::vector<Window>& windows) {
   std::vector<ObjectStore::Range> requests;
   requests.reserve(windows.size());
@@ -67,13 +67,21 @@ Status FetchWindows(const ObjectStore& store, const std::vector<std::string>& na
     window.bytes.resize(window.end - window.begin);
     requests.push_back({names[window.object], window.begin, window.bytes});
   }
-  return store.Fetch(requests);
+  return fetcher.Fetch(requests);
 }
 
 }  // namespace
 
-RangeFetcher::RangeFetcher(std::shared_ptr<ObjectStore> store, std::vector<std::string> names)
-    : store_(std::move(store)), names_(std::move(names)), owner_pid_(getpid()) {}
+RangeFetcher::RangeFetcher(std::shared_ptr<ObjectStore> store, std::vector<std::string> names,
+                           std::unique_ptr<BlockCache> cache)
+    : store_(std::move(store)),
+      names_(std::move(names)),
+      cache_(std::move(cache)),
+      owner_pid_(getpid()) {}
+
+Status RangeFetcher::Fetch(std::span<const ObjectStore::Range> ranges) const {
+  return cache_ ? cache_->Fetch(ranges) : store_->Fetch(ranges);
+}
 
 RangeFetcher::~RangeFetcher() {
   if (!thread_) return;
@@ -95,7 +103,7 @@ Status RangeFetcher::FetchNow(std::span<const WantedRange> ranges, const OnRange
   std::vector<Window> windows;
   std::vector<Placement> placements;
   Coalesce(ranges, store_->options(), windows, placements);
-  PACKREC_RETURN_IF_ERROR(FetchWindows(*store_, names_, windows));
+  PACKREC_RETURN_IF_ERROR(FetchWindows(*this, names_, windows));
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     const Window& window = windows[placements[i].window];
     PACKREC_RETURN_IF_ERROR(
@@ -143,7 +151,7 @@ void RangeFetcher::FetchLoop() const {
     const std::shared_ptr<Batch> batch = queue_.front();
     queue_.pop_front();
     lock.unlock();
-    Status status = FetchWindows(*store_, names_, batch->windows);
+    Status status = FetchWindows(*this, names_, batch->windows);
     lock.lock();
     batch->status = std::move(status);
     batch->done = true;
@@ -183,7 +191,7 @@ Result<std::uint64_t> RangeFetcher::HashObject(std::size_t object, std::uint64_t
       windows.push_back({object, offset, end, {}});
       offset = end;
     }
-    PACKREC_RETURN_IF_ERROR(FetchWindows(*store_, names_, windows));
+    PACKREC_RETURN_IF_ERROR(FetchWindows(*this, names_, windows));
     for (const Window& window : windows) hash.Update(window.bytes);
   }
   return hash.Digest();

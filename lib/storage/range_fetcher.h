@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "storage/block_cache.h"
 #include "storage/object_store.h"
 
 namespace packrec {
@@ -39,7 +40,9 @@ struct WantedRange {
 
 class RangeFetcher {
  public:
-  RangeFetcher(std::shared_ptr<ObjectStore> store, std::vector<std::string> object_names);
+  // `cache`: where fetches go first when the dataset is read through a disk cache; else null.
+  RangeFetcher(std::shared_ptr<ObjectStore> store, std::vector<std::string> object_names,
+               std::unique_ptr<BlockCache> cache);
   ~RangeFetcher();
   RangeFetcher(const RangeFetcher&) = delete;
   RangeFetcher& operator=(const RangeFetcher&) = delete;
@@ -61,6 +64,10 @@ class RangeFetcher {
   Result<std::uint64_t> HashObject(std::size_t object, std::uint64_t size) const;
 
   const ObjectStore& store() const { return *store_; }
+  const BlockCache* cache() const { return cache_.get(); }
+
+  // Fetches ranges now, through the cache when there is one (ObjectStore::Fetch).
+  Status Fetch(std::span<const ObjectStore::Range> ranges) const;
 
  private:
   struct Batch;
@@ -74,6 +81,7 @@ class RangeFetcher {
 
   std::shared_ptr<ObjectStore> store_;
   std::vector<std::string> names_;
+  std::unique_ptr<BlockCache> cache_;
   pid_t owner_pid_;
 
   mutable std::mutex mutex_;

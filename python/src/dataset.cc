@@ -390,6 +390,21 @@ void BindDataset(py::module_& module) {
       .def("record", &Dataset::Describe, py::arg("index"),
            "Record `index`'s key, label, stored size, width, height, channels and encoding")
       .def("info", &Dataset::Info, "The manifest: format, classes, files, convert options, ...")
+      .def(
+          "remote_stats",
+          [](const Dataset& dataset) {
+            const Reader::RemoteStats stats = dataset.reader()->remote_stats();
+            py::dict out;
+            out["requests"] = stats.requests;
+            out["retries"] = stats.retries;
+            out["bytes"] = stats.bytes;
+            out["cache_hits"] = stats.cache_hits;
+            out["cache_fills"] = stats.cache_fills;
+            out["cache_evictions"] = stats.cache_evictions;
+            return out;
+          },
+          "A dataset at a URL: requests sent (retries included), retries, bytes received, and "
+          "through a cache its block hits, fills and evictions so far, in this process")
       .def("verify", &Dataset::Verify, py::arg("deep") = false,
            "Checks every checksum (deep: decodes every image too); returns the problems found")
       .def_property_readonly("path", &Dataset::path)

@@ -256,7 +256,7 @@ class FaultProxy:
         body = handler.rfile.read(length) if length else None
         with self.lock:
             self.requests += 1
-            self.ranges.append(handler.headers.get("Range"))
+            self.ranges.append((handler.path, handler.headers.get("Range")))
         if self.stall:
             time.sleep(3600)
         if self.delay_ms:

@@ -7,7 +7,10 @@ import hashlib
 import json
 import os
 import pathlib
+import struct
 import subprocess
+import sys
+import threading
 import time
 
 import numpy
@@ -261,3 +264,150 @@ def test_credentials_and_region_from_an_aws_profile_with_a_session_token(s3, dat
     ds = packrec.open(f"s3://{BUCKET}/ds.pkr")
     assert ds[5] == packrec.open(datasets["shard"])[5]
     assert s3.requests > 0
+
+
+# The cache (docs/remote.md, "The cache"): blocks of 64 KiB here, so that the small test shards
+# have many.
+BLOCK = 64 * 1024
+
+
+def cache_env(monkeypatch, directory, size):
+    monkeypatch.setenv("PACKREC_CACHE_DIR", str(directory))
+    monkeypatch.setenv("PACKREC_CACHE_SIZE", str(size))
+    monkeypatch.setenv("PACKREC_CACHE_BLOCK", str(BLOCK))
+
+
+def block_requests(proxy, shard_sizes):
+    """The (shard, first byte) of every request for a whole cache block."""
+    blocks = []
+    for path, header in proxy.ranges:
+        if not header:
+            continue
+        first, last = (int(x) for x in header.removeprefix("bytes=").split("-"))
+        size = shard_sizes.get(path.rsplit("/", 1)[-1])
+        if size and first % BLOCK == 0 and last + 1 - first == min(BLOCK, size - first):
+            blocks.append((path, first))
+    return blocks
+
+
+def check_cache_files(directory):
+    """Every block file in the cache is whole and matches its own checksum, read by the layout
+    docs/remote.md gives (32-byte header: b"PKRBLOCK", u64 length, u64 xxHash64, 8 zero bytes),
+    independently of packrec. Returns the number of blocks."""
+    import xxhash
+    blocks = 0
+    for path in pathlib.Path(directory).iterdir():
+        if not path.name.endswith(".blk"):
+            continue
+        data = path.read_bytes()
+        assert data[:8] == b"PKRBLOCK", path
+        length, digest = struct.unpack_from("<QQ", data, 8)
+        assert len(data) == 32 + length, path
+        assert xxhash.xxh64_intdigest(data[32:]) == digest, path
+        blocks += 1
+    return blocks
+
+
+def test_four_workers_through_one_cache_download_each_block_once(http, datasets, tmp_path,
+                                                                 monkeypatch):
+    cache_env(monkeypatch, tmp_path / "cache", "64MiB")
+    url = f"{http.url}/ds.pkr"
+    sizes = {f["file"]: f["size_bytes"] for f in packrec.open(datasets["shard"]).info()["files"]}
+
+    def collate(items):
+        return items
+
+    def epoch():
+        loader = torch.utils.data.DataLoader(Dataset(url, decode="bytes"), batch_size=8,
+                                             shuffle=True, num_workers=4, collate_fn=collate)
+        return digest_items(item for batch in loader for item in batch)
+
+    want = digest_items((ds_image, label) for ds_image, label, _ in packrec.open(datasets["shard"]))
+    http.reset_counts()
+    assert epoch() == want
+    first = block_requests(http, sizes)
+    assert len(first) == len(set(first)), "a block was downloaded twice"
+    assert len(first) >= sum(size // BLOCK for size in sizes.values()) - len(sizes)
+    http.reset_counts()
+    assert epoch() == want
+    assert block_requests(http, sizes) == []  # the second epoch comes from the cache
+    assert check_cache_files(tmp_path / "cache") == len(first)
+
+
+def test_the_cache_never_holds_more_than_its_limit(http, datasets, tmp_path, monkeypatch):
+    limit = 4 * BLOCK
+    cache = tmp_path / "cache"
+    cache_env(monkeypatch, cache, limit)
+    seen = []
+    stop = threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            total = 0
+            for path in list(cache.glob("*")):
+                try:
+                    if path.name != "lock":
+                        total += path.stat().st_size
+                except FileNotFoundError:
+                    pass
+            seen.append(total)
+            time.sleep(0.001)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        over, local = packrec.open(f"{http.url}/ds.pkr"), packrec.open(datasets["shard"])
+        for _ in range(2):
+            for i in range(len(local)):
+                assert over[i] == local[i]
+    finally:
+        stop.set()
+        watcher.join()
+    stats = over.remote_stats()
+    assert stats["cache_evictions"] > 0 and stats["cache_hits"] > 0, stats
+    assert max(seen) <= limit + BLOCK + 32, max(seen)  # over by one unit at the most
+    check_cache_files(cache)
+
+
+KILLED_READER = """
+import os, sys, packrec
+ds = packrec.open(sys.argv[1])
+print("ready", flush=True)
+while True:
+    for i in range(len(ds)):
+        ds[i]
+"""
+
+
+def test_kill_9_during_fills_never_leaves_a_block_that_is_served_damaged(http, datasets, tmp_path,
+                                                                         monkeypatch):
+    import random
+    cache = tmp_path / "cache"
+    cache_env(monkeypatch, cache, 12 * BLOCK)  # smaller than the dataset: fills never stop
+    http.delay_ms = 15
+    url = f"{http.url}/ds.pkr"
+    local = packrec.open(datasets["shard"])
+    seed = int(os.environ.get("PACKREC_KILL_SEED", random.randrange(1 << 30)))
+    print(f"PACKREC_KILL_SEED={seed}")
+    chooser = random.Random(seed)
+    try:
+        for _ in range(5):
+            child = subprocess.Popen([sys.executable, "-c", KILLED_READER, url],
+                                     stdout=subprocess.PIPE, text=True)
+            assert child.stdout.readline().strip() == "ready"
+            time.sleep(chooser.uniform(0.05, 1.0))
+            child.kill()
+            child.wait()
+            check_cache_files(cache)
+    finally:
+        http.delay_ms = 0
+    # Damage one kept block's bytes behind the cache's back: it is found, dropped and fetched
+    # again, never served.
+    damaged = next(p for p in cache.iterdir() if p.name.endswith(".blk"))
+    data = bytearray(damaged.read_bytes())
+    data[40] ^= 0xFF
+    damaged.write_bytes(bytes(data))
+    over = packrec.open(url)
+    for i in range(len(local)):
+        assert over[i] == local[i]
+    check_cache_files(cache)
