@@ -235,6 +235,10 @@ struct LoaderStats {
   std::uint64_t skipped = 0;         // bad records left out (kSkip)
   double consumer_wait_seconds = 0;  // time Next spent waiting for a batch
   double decode_seconds = 0;         // summed over threads
+  // A dataset at a URL: its reader's requests (retries included) and bytes received so far,
+  // the open's included (Reader::remote_stats).
+  std::uint64_t remote_requests = 0;
+  std::uint64_t remote_bytes = 0;
 };
 
 class Loader {

@@ -34,6 +34,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "packrec/record.h"
@@ -42,16 +43,18 @@
 namespace packrec {
 
 // How datasets at URLs (https://, http://, s3://) are read. See docs/remote.md. The environment
-// variables PACKREC_REMOTE_TIMEOUT (seconds), PACKREC_REMOTE_TRIES, PACKREC_CACHE_DIR,
-// PACKREC_CACHE_SIZE and PACKREC_CACHE_BLOCK (bytes, or with a KiB/MiB/GiB/TiB suffix) override
-// timeout_seconds, max_tries, cache_dir, cache_size_bytes and cache_block_bytes: one setting
-// reaches DataLoader worker processes.
+// variables PACKREC_REMOTE_TIMEOUT (seconds), PACKREC_REMOTE_TRIES, PACKREC_REMOTE_IN_FLIGHT,
+// PACKREC_CACHE_DIR, PACKREC_CACHE_SIZE and PACKREC_CACHE_BLOCK (bytes, or with a KiB/MiB/GiB/TiB
+// suffix) override timeout_seconds, max_tries, max_in_flight, cache_dir, cache_size_bytes and
+// cache_block_bytes: one setting reaches DataLoader worker processes.
 struct RemoteOptions {
   // A try of one request fails when no byte arrives for this long (and when connecting takes
   // longer); after `max_tries` tries the read fails with an error naming the URL.
   double timeout_seconds = 30;
-  std::uint32_t max_tries = 5;       // per request; resets, timeouts, 5xx and 429 are retried
-  std::uint32_t max_in_flight = 16;  // requests in flight at once, per reader
+  std::uint32_t max_tries = 5;  // per request; resets, timeouts, 5xx and 429 are retried
+  // Requests in flight at once, per reader and fetch: a shuffled batch of 256 is about 190
+  // requests, and 64 at once hide 10 ms of latency (docs/benchmarks.md, "Datasets at URLs").
+  std::uint32_t max_in_flight = 64;
   // Ranges of one batch closer than this are fetched in one request (the bytes between them are
   // downloaded and dropped): fewer requests for a few more bytes.
   std::uint64_t coalesce_gap_bytes = 64 * 1024;
@@ -208,6 +211,10 @@ class Reader {
   };
   virtual RemoteStats remote_stats() const { return {}; }
 };
+
+// Whether `path` is a URL OpenDataset reads over the network (http://, https://, s3://) rather
+// than a local path.
+bool IsDatasetUrl(std::string_view path);
 
 // Opens the dataset at `path`, detecting its format. Errors: NotFound, Corruption, Truncated,
 // NotSupported (a newer format version), IOError; each message names the file. `path` may be a

@@ -21,6 +21,7 @@
 #include "recordio/recordio_format.h"
 #include "storage/field_block.h"
 #include "storage/json_util.h"
+#include "storage/object_store.h"
 #include "storage/source_util.h"
 #include "tfrecord/tfrecord_format.h"
 #include "wds/wds_format.h"
@@ -277,6 +278,8 @@ Result<SourceFormat> ParseSourceFormat(std::string_view name) {
 
 Result<std::vector<fs::path>> ExpandSourceSpec(const std::string& spec) {
   std::vector<std::string> patterns;
+  // A URL names one dataset (docs/remote.md): no braces or globs over object storage yet.
+  if (IsRemoteUrl(spec)) return std::vector<fs::path>{fs::path(spec)};
   std::error_code error;
   // A path that exists is taken as it is, braces and all.
   if (fs::exists(spec, error)) {
@@ -309,6 +312,8 @@ Result<std::vector<fs::path>> ExpandSourceSpec(const std::string& spec) {
 Result<SourceFormat> DetectSourceFormat(const std::string& spec) {
   PACKREC_ASSIGN_OR_RETURN(const std::vector<fs::path> files, ExpandSourceSpec(spec));
   const fs::path& first = files.front();
+  // Of the sources, only packrec's shard datasets are read from URLs so far.
+  if (IsRemoteUrl(first.string())) return SourceFormat::kPackrec;
   std::error_code error;
   if (files.size() == 1) {
     if (fs::is_directory(first, error)) {

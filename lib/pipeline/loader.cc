@@ -429,8 +429,12 @@ class LoaderImpl final : public Loader {
     return sequence_.Plan(options_.rank);
   }
   LoaderStats stats() const override {
+    const Reader::RemoteStats remote = reader_->remote_stats();
     std::lock_guard lock(mutex_);
-    return stats_;
+    LoaderStats stats = stats_;
+    stats.remote_requests = remote.requests;
+    stats.remote_bytes = remote.bytes;
+    return stats;
   }
 
   void Release(PooledBatch* pooled) {

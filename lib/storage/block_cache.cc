@@ -251,7 +251,8 @@ Status BlockCache::Keep(const BlockId& id, std::span<const std::byte> bytes) con
 }
 
 Status BlockCache::FillBlocks(const std::vector<BlockId>& ids,
-                              std::vector<std::vector<std::byte>>& bytes) const {
+                              std::vector<std::vector<std::byte>>& bytes,
+                              const std::atomic<bool>* cancel) const {
   // One lock per distinct lock byte, taken in order (two processes filling overlapping sets
   // cannot deadlock); a block hashed onto a byte another block of this call holds shares it.
   std::map<off_t, std::unique_ptr<ByteLock>> locks;
@@ -271,7 +272,7 @@ Status BlockCache::FillBlocks(const std::vector<BlockId>& ids,
     fetches.push_back({objects_[ids[i].object].name, ids[i].block * block_bytes_, bytes[i]});
     fetched.push_back(i);
   }
-  PACKREC_RETURN_IF_ERROR(store_->Fetch(fetches));
+  PACKREC_RETURN_IF_ERROR(store_->Fetch(fetches, cancel));
   for (const std::size_t i : fetched) {
     // A block that cannot be kept (disk full) is still served from memory.
     (void)Keep(ids[i], bytes[i]);
@@ -279,7 +280,8 @@ Status BlockCache::FillBlocks(const std::vector<BlockId>& ids,
   return Status::OK();
 }
 
-Status BlockCache::Fetch(std::span<const ObjectStore::Range> ranges) const {
+Status BlockCache::Fetch(std::span<const ObjectStore::Range> ranges,
+                         const std::atomic<bool>* cancel) const {
   struct Piece {
     std::span<std::byte> out;
     std::uint64_t offset_in_block = 0;
@@ -287,7 +289,10 @@ Status BlockCache::Fetch(std::span<const ObjectStore::Range> ranges) const {
   std::map<std::pair<std::size_t, std::uint64_t>, std::vector<Piece>> missing;
   for (const ObjectStore::Range& range : ranges) {
     const std::size_t object = ObjectIndex(range.name);
-    if (object == objects_.size()) return store_->Fetch({&range, 1});  // not a cached object
+    if (object == objects_.size()) {
+      PACKREC_RETURN_IF_ERROR(store_->Fetch({&range, 1}, cancel));  // not a cached object
+      continue;
+    }
     for (std::uint64_t at = 0; at < range.out.size();) {
       const std::uint64_t offset = range.offset + at;
       const BlockId id{object, offset / block_bytes_};
@@ -303,7 +308,7 @@ Status BlockCache::Fetch(std::span<const ObjectStore::Range> ranges) const {
   std::vector<BlockId> ids;
   for (const auto& [key, pieces] : missing) ids.push_back({key.first, key.second});
   std::vector<std::vector<std::byte>> bytes;
-  PACKREC_RETURN_IF_ERROR(FillBlocks(ids, bytes));
+  PACKREC_RETURN_IF_ERROR(FillBlocks(ids, bytes, cancel));
   std::size_t i = 0;
   for (const auto& [key, pieces] : missing) {
     for (const Piece& piece : pieces) {

@@ -18,6 +18,7 @@
 #ifndef PACKREC_LIB_STORAGE_BLOCK_CACHE_H_
 #define PACKREC_LIB_STORAGE_BLOCK_CACHE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -48,7 +49,8 @@ class BlockCache {
 
   // As ObjectStore::Fetch, through the cache: blocks on disk are read from it, missing ones
   // fetched (all of a call's missing blocks in parallel), kept and read.
-  Status Fetch(std::span<const ObjectStore::Range> ranges) const;
+  Status Fetch(std::span<const ObjectStore::Range> ranges,
+               const std::atomic<bool>* cancel = nullptr) const;
 
   struct Counters {
     std::uint64_t hits = 0;   // blocks read from the cache
@@ -70,8 +72,8 @@ class BlockCache {
   bool ReadCached(const BlockId& id, std::uint64_t offset, std::span<std::byte> out) const;
   // Fills the given missing blocks: fetched, then each kept under the lock of its byte (unless
   // another process kept it first) and copied where the ranges want it.
-  Status FillBlocks(const std::vector<BlockId>& ids,
-                    std::vector<std::vector<std::byte>>& bytes) const;
+  Status FillBlocks(const std::vector<BlockId>& ids, std::vector<std::vector<std::byte>>& bytes,
+                    const std::atomic<bool>* cancel) const;
   Status Keep(const BlockId& id, std::span<const std::byte> bytes) const;
   void MakeRoom(std::uint64_t incoming) const;
   std::size_t ObjectIndex(const std::string& name) const;

@@ -205,7 +205,7 @@ std::string ErrorDetail(const std::string& body) {
 
 }  // namespace
 
-bool IsRemoteUrl(std::string_view path) {
+bool IsDatasetUrl(std::string_view path) {
   return path.starts_with("http://") || path.starts_with("https://") || path.starts_with("s3://");
 }
 
@@ -216,20 +216,53 @@ struct ObjectStore::Impl {
   std::string userpwd;
   curl_slist* headers = nullptr;
 
-  // Connections, DNS and TLS sessions shared by every handle of this store: a batch's requests
-  // reuse the connections the previous batch opened. Recreated in a forked child.
+  // DNS and TLS sessions shared by every handle of this store. Recreated in a forked child.
   std::mutex share_mutex;
   CURLSH* share = nullptr;
   pid_t share_pid = 0;
   std::array<std::mutex, CURL_LOCK_DATA_LAST> locks;
+  // Connections live in multi handles, which a fetch checks out of this pool and gives back:
+  // a batch's requests reuse the connections an earlier fetch opened, and no connection is used
+  // by two threads at once (libcurl does not support sharing connections across threads through
+  // a share object). A child of fork() starts a pool of its own.
+  std::mutex pool_mutex;
+  std::vector<CURLM*> pool;
+  pid_t pool_pid = 0;
 
   std::atomic<std::uint64_t> requests{0};
   std::atomic<std::uint64_t> retries{0};
   std::atomic<std::uint64_t> bytes{0};
 
   ~Impl() {
+    if (pool_pid == getpid()) {
+      for (CURLM* multi : pool) curl_multi_cleanup(multi);
+    }
     if (share != nullptr && share_pid == getpid()) curl_share_cleanup(share);
     curl_slist_free_all(headers);
+  }
+
+  CURLM* CheckOutMulti(const RemoteOptions& options) {
+    {
+      std::lock_guard lock(pool_mutex);
+      if (pool_pid != getpid()) {
+        pool = std::vector<CURLM*>();  // the parent's handles and connections: not ours
+        pool_pid = getpid();
+      }
+      if (!pool.empty()) {
+        CURLM* multi = pool.back();
+        pool.pop_back();
+        return multi;
+      }
+    }
+    CURLM* multi = curl_multi_init();
+    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS,
+                      static_cast<long>(std::max<std::uint32_t>(1, options.max_in_flight)));
+    return multi;
+  }
+
+  void GiveBack(CURLM* multi) {
+    std::lock_guard lock(pool_mutex);
+    if (pool_pid == getpid()) pool.push_back(multi);
   }
 
   static void Lock(CURL*, curl_lock_data data, curl_lock_access, void* self) {
@@ -248,7 +281,6 @@ struct ObjectStore::Impl {
       curl_share_setopt(share, CURLSHOPT_LOCKFUNC, &Impl::Lock);
       curl_share_setopt(share, CURLSHOPT_UNLOCKFUNC, &Impl::Unlock);
       curl_share_setopt(share, CURLSHOPT_USERDATA, this);
-      curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
       curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
       curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
     }
@@ -351,9 +383,10 @@ struct ObjectStore::Impl {
 
   // Runs every transfer to completion; the first transfer (in order) that fails for good gives
   // the error. Transfers after a failure are abandoned.
-  Status Run(std::vector<Transfer>& transfers, const RemoteOptions& options) {
+  Status Run(std::vector<Transfer>& transfers, const RemoteOptions& options,
+             const std::atomic<bool>* cancel = nullptr) {
     GlobalInitOnce();
-    CURLM* multi = curl_multi_init();
+    CURLM* multi = CheckOutMulti(options);
     std::vector<CURL*> created;  // every handle, cleaned up at the end
     std::vector<CURL*> idle;
     std::deque<std::size_t> waiting;
@@ -363,6 +396,10 @@ struct ObjectStore::Impl {
     std::mt19937 jitter(static_cast<unsigned>(Clock::now().time_since_epoch().count()));
     const std::size_t limit = std::max<std::uint32_t>(1, options.max_in_flight);
     while (failure.ok() && (!waiting.empty() || active > 0)) {
+      if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
+        failure = Status::IOError("fetch from " + transfers.front().url + " cancelled");
+        break;
+      }
       const Clock::time_point now = Clock::now();
       for (std::size_t pass = waiting.size(); pass > 0 && active < limit; --pass) {
         const std::size_t next = waiting.front();
@@ -425,7 +462,7 @@ struct ObjectStore::Impl {
       curl_multi_remove_handle(multi, handle);
       curl_easy_cleanup(handle);
     }
-    curl_multi_cleanup(multi);
+    GiveBack(multi);
     return failure;
   }
 };
@@ -471,6 +508,16 @@ Result<RemoteOptions> WithEnvironment(RemoteOptions options) {
                                      tries + "'");
     }
     options.max_tries = static_cast<std::uint32_t>(value);
+  }
+  const std::string in_flight = Env("PACKREC_REMOTE_IN_FLIGHT");
+  if (!in_flight.empty()) {
+    char* end = nullptr;
+    const unsigned long value = std::strtoul(in_flight.c_str(), &end, 10);
+    if (*end != '\0' || value == 0 || value > 1024) {
+      return Status::InvalidArgument(
+          "PACKREC_REMOTE_IN_FLIGHT must be a count from 1 to 1024, got '" + in_flight + "'");
+    }
+    options.max_in_flight = static_cast<std::uint32_t>(value);
   }
   const std::string block = Env("PACKREC_CACHE_BLOCK");
   if (!block.empty()) {
@@ -553,7 +600,7 @@ Result<std::vector<std::byte>> ObjectStore::Get(std::string_view name) const {
   return body;
 }
 
-Status ObjectStore::Fetch(std::span<const Range> ranges) const {
+Status ObjectStore::Fetch(std::span<const Range> ranges, const std::atomic<bool>* cancel) const {
   std::vector<Transfer> transfers;
   transfers.reserve(ranges.size());
   for (const Range& range : ranges) {
@@ -563,7 +610,7 @@ Status ObjectStore::Fetch(std::span<const Range> ranges) const {
     transfer.offset = range.offset;
     transfer.out = range.out;
   }
-  return impl_->Run(transfers, options_);
+  return impl_->Run(transfers, options_, cancel);
 }
 
 Reader::RemoteStats ObjectStore::counters() const {

@@ -31,8 +31,8 @@
 
 namespace packrec {
 
-// Whether `path` is a URL this build reads (http://, https://, s3://) rather than a local path.
-bool IsRemoteUrl(std::string_view path);
+// IsDatasetUrl (packrec/reader.h), by its name inside the library.
+inline bool IsRemoteUrl(std::string_view path) { return IsDatasetUrl(path); }
 
 class ObjectStore {
  public:
@@ -58,7 +58,9 @@ class ObjectStore {
   };
   // Fetches every range, up to max_in_flight at once on shared connections, each retried on its
   // own. Returns OK when all arrived, else the error of the first range that failed for good.
-  Status Fetch(std::span<const Range> ranges) const;
+  // `cancel`, when given and set, ends the fetch within about 100 ms with an error (a reader
+  // being destroyed does not wait out a stalled server's timeouts).
+  Status Fetch(std::span<const Range> ranges, const std::atomic<bool>* cancel = nullptr) const;
 
   Reader::RemoteStats counters() const;  // requests (retries included), retries, body bytes
   const RemoteOptions& options() const { return options_; }

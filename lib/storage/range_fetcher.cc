@@ -60,14 +60,14 @@ struct RangeFetcher::Batch {
 namespace {
 
 Status FetchWindows(const RangeFetcher& fetcher, const std::vector<std::string>& names,
-                    std::vector<Window>& windows) {
+                    std::vector<Window>& windows, const std::atomic<bool>* cancel = nullptr) {
   std::vector<ObjectStore::Range> requests;
   requests.reserve(windows.size());
   for (Window& window : windows) {
     window.bytes.resize(window.end - window.begin);
     requests.push_back({names[window.object], window.begin, window.bytes});
   }
-  return fetcher.Fetch(requests);
+  return fetcher.Fetch(requests, cancel);
 }
 
 }  // namespace
@@ -79,24 +79,27 @@ RangeFetcher::RangeFetcher(std::shared_ptr<ObjectStore> store, std::vector<std::
       cache_(std::move(cache)),
       owner_pid_(getpid()) {}
 
-Status RangeFetcher::Fetch(std::span<const ObjectStore::Range> ranges) const {
-  return cache_ ? cache_->Fetch(ranges) : store_->Fetch(ranges);
+Status RangeFetcher::Fetch(std::span<const ObjectStore::Range> ranges,
+                           const std::atomic<bool>* cancel) const {
+  return cache_ ? cache_->Fetch(ranges, cancel) : store_->Fetch(ranges, cancel);
 }
 
 RangeFetcher::~RangeFetcher() {
-  if (!thread_) return;
+  if (threads_.empty()) return;
   if (getpid() != owner_pid_) {
-    // A forked child's copy of the parent's thread handle: that thread does not exist here, so
-    // it is neither joined nor destroyed (std::thread would terminate the process).
-    new (&thread_) std::optional<std::thread>();  // forgets the handle without touching it
+    // A forked child's copies of the parent's thread handles: those threads do not exist here,
+    // so they are neither joined nor destroyed (std::thread would terminate the process). The
+    // vector's storage is leaked on purpose.
+    new (&threads_) std::vector<std::thread>();
     return;
   }
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
   }
+  cancel_.store(true);
   work_.notify_all();
-  thread_->join();
+  for (std::thread& thread : threads_) thread.join();
 }
 
 Status RangeFetcher::FetchNow(std::span<const WantedRange> ranges, const OnRange& on_range) const {
@@ -139,7 +142,8 @@ void RangeFetcher::Stage(std::vector<WantedRange> ranges) const {
   }
   staged_bytes_ += bytes;
   queue_.push_back(std::move(batch));
-  if (!thread_) thread_.emplace([this] { FetchLoop(); });
+  constexpr int kFetchThreads = 4;
+  while (threads_.size() < kFetchThreads) threads_.emplace_back([this] { FetchLoop(); });
   work_.notify_all();
 }
 
@@ -151,7 +155,7 @@ void RangeFetcher::FetchLoop() const {
     const std::shared_ptr<Batch> batch = queue_.front();
     queue_.pop_front();
     lock.unlock();
-    Status status = FetchWindows(*this, names_, batch->windows);
+    Status status = FetchWindows(*this, names_, batch->windows, &cancel_);
     lock.lock();
     batch->status = std::move(status);
     batch->done = true;

@@ -11,6 +11,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -67,7 +68,8 @@ class RangeFetcher {
   const BlockCache* cache() const { return cache_.get(); }
 
   // Fetches ranges now, through the cache when there is one (ObjectStore::Fetch).
-  Status Fetch(std::span<const ObjectStore::Range> ranges) const;
+  Status Fetch(std::span<const ObjectStore::Range> ranges,
+               const std::atomic<bool>* cancel = nullptr) const;
 
  private:
   struct Batch;
@@ -89,8 +91,11 @@ class RangeFetcher {
   mutable std::unordered_map<std::uint64_t, Staged> staged_;
   mutable std::uint64_t staged_bytes_ = 0;
   mutable std::deque<std::shared_ptr<Batch>> queue_;
-  mutable std::optional<std::thread> thread_;  // started by the first Stage
+  // Started by the first Stage: a few batches are fetched at once, so that the loader's prefetch
+  // depth, not one batch's round trips, bounds what latency is hidden.
+  mutable std::vector<std::thread> threads_;
   mutable bool stop_ = false;
+  std::atomic<bool> cancel_{false};  // set by the destructor: the staged fetch in flight ends
 };
 
 }  // namespace packrec

@@ -124,6 +124,8 @@ class PyLoader {
     out["skipped"] = stats.skipped;
     out["consumer_wait_seconds"] = stats.consumer_wait_seconds;
     out["decode_seconds"] = stats.decode_seconds;
+    out["remote_requests"] = stats.remote_requests;
+    out["remote_bytes"] = stats.remote_bytes;
     return out;
   }
 

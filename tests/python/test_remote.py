@@ -411,3 +411,20 @@ def test_kill_9_during_fills_never_leaves_a_block_that_is_served_damaged(http, d
     for i in range(len(local)):
         assert over[i] == local[i]
     check_cache_files(cache)
+
+
+def test_convert_takes_a_url_as_its_source(remote, datasets, tmp_path):
+    url, _, _ = remote
+    cli("convert", url, tmp_path / "copy.lmdb")
+    cli("extract", tmp_path / "copy.lmdb", tmp_path / "from-url")
+    cli("extract", datasets["shard"], tmp_path / "local")
+    local_files = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local").rglob("*")
+                         if p.is_file())
+    assert len(local_files) == 120
+    for name in local_files:
+        assert (tmp_path / "from-url" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
+
+
+def test_bench_says_it_does_not_measure_urls(http):
+    run = cli("bench", f"{http.url}/ds.pkr", "--quick", check=False)
+    assert run.returncode == 7 and "bench measures local storage" in run.stderr, run.stderr

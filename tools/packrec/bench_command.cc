@@ -132,7 +132,17 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
   command->add_flag("--quiet,-q", args->quiet, "No progress lines");
   command->callback([args, &exit_code] {
     BenchOptions options = args->options;
-    for (const std::string& input : args->inputs) options.inputs.emplace_back(input);
+    for (const std::string& input : args->inputs) {
+      if (IsDatasetUrl(input)) {
+        exit_code =
+            Fail("bench",
+                 Status::NotSupported("bench measures local storage; " + input +
+                                      " is a URL (benchmarks/remote_bench.py measures the loader "
+                                      "over HTTP and S3, docs/remote.md)"));
+        return;
+      }
+      options.inputs.emplace_back(input);
+    }
     options.quick = args->quick;
     options.probe_storage = !args->no_probe;
     options.cold_cache = !args->no_cold;

@@ -90,6 +90,28 @@ std::string PrintableText(std::string_view text) {
   return out;
 }
 
+void AddRemoteOptions(CLI::App* command, RemoteOptions& remote) {
+  auto* cache = command->add_option("--cache", remote.cache_dir,
+                                    "A dataset at a URL: keep what is downloaded in this local "
+                                    "directory, shared by every process that names it");
+  command
+      ->add_option("--cache-size", remote.cache_size_bytes,
+                   "The cache's limit (e.g. 50GiB): least recently used blocks go first")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(std::uint64_t{1} << 20, std::uint64_t{1} << 60))
+      ->needs(cache);
+  cache->needs("--cache-size");
+  command
+      ->add_option("--remote-timeout", remote.timeout_seconds,
+                   "A dataset at a URL: a request with no byte for this many seconds is tried "
+                   "again (default 30)")
+      ->check(CLI::Range(0.001, 86400.0));
+  command
+      ->add_option("--remote-tries", remote.max_tries,
+                   "A dataset at a URL: tries per request before the read fails (default 5)")
+      ->check(CLI::Range(1u, 100u));
+}
+
 void AddMaxPixelsOption(CLI::App* command) {
   command
       ->add_option_function<std::uint64_t>(

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "packrec/reader.h"
 #include "packrec/status.h"
 
 namespace packrec::cli {
@@ -46,6 +47,10 @@ std::string UsageErrorJson(const std::string& command, const std::string& messag
 // Adds --max-pixels N to `command`: the pixel limit of every probe and decode in this run
 // (SetMaxImagePixels; default PACKREC_MAX_IMAGE_PIXELS or 178956970, PIL's bomb threshold).
 void AddMaxPixelsOption(CLI::App* command);
+// Adds what reading a dataset at a URL takes (docs/remote.md): --cache DIR, --cache-size SIZE,
+// --remote-timeout SECONDS and --remote-tries N, stored into `remote`. The environment's
+// PACKREC_REMOTE_* and PACKREC_CACHE_* variables, when set, win over them.
+void AddRemoteOptions(CLI::App* command, RemoteOptions& remote);
 std::string HumanBytes(std::uint64_t bytes);
 // A check for 64-bit unsigned flags: decimal digits only, at most 2^64 - 1. CLI11 alone lets "-1"
 // wrap around and "" through.

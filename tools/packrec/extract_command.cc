@@ -52,9 +52,12 @@ void AddExtractCommand(CLI::App& app, int& exit_code) {
     std::string on_error = "fail";
     bool overwrite = false;
     bool json = false;
+    RemoteOptions remote;
   };
   auto args = std::make_shared<Args>();
-  command->add_option("DATASET", args->path, "Dataset directory")->required();
+  command->add_option("DATASET", args->path, "Dataset directory, or its URL (https://, s3://)")
+      ->required();
+  AddRemoteOptions(command, args->remote);
   command->add_option("OUT", args->out, "Directory to write into")->required();
   command->add_flag("--overwrite", args->overwrite, "Replace files that already exist");
   command
@@ -71,6 +74,7 @@ void AddExtractCommand(CLI::App& app, int& exit_code) {
     options.overwrite = args->overwrite;
     options.skip_bad_records = args->on_error == "skip";
     OpenOptions open;
+    open.remote = args->remote;
     open.allow_damaged_shards = options.skip_bad_records;  // salvage the good shards' records
     Result<std::unique_ptr<Reader>> reader = OpenDataset(args->path, open);
     if (!reader.ok()) {

@@ -11,12 +11,15 @@ void AddInfoCommand(CLI::App& app, int& exit_code) {
   struct Args {
     std::string path;
     bool json = false;
+    OpenOptions open;
   };
   auto args = std::make_shared<Args>();
-  command->add_option("DATASET", args->path, "Dataset directory")->required();
+  command->add_option("DATASET", args->path, "Dataset directory, or its URL (https://, s3://)")
+      ->required();
+  AddRemoteOptions(command, args->open.remote);
   command->add_flag("--json", args->json, "Print as JSON, an error as {\"error\": {...}}");
   command->callback([args, &exit_code] {
-    Result<std::unique_ptr<Reader>> reader = OpenDataset(args->path);
+    Result<std::unique_ptr<Reader>> reader = OpenDataset(args->path, args->open);
     if (!reader.ok()) {
       exit_code = Fail("info", reader.status(), args->json);
       return;

@@ -30,15 +30,19 @@ void AddVerifyCommand(CLI::App& app, int& exit_code) {
     std::string path;
     bool deep = false;
     bool json = false;
+    RemoteOptions remote;
   };
   auto args = std::make_shared<Args>();
-  command->add_option("DATASET", args->path, "Dataset directory")->required();
+  command->add_option("DATASET", args->path, "Dataset directory, or its URL (https://, s3://)")
+      ->required();
+  AddRemoteOptions(command, args->remote);
   command->add_flag("--deep", args->deep, "Also decode every image");
   AddMaxPixelsOption(command);
   command->add_flag("--json", args->json,
                     "Print the result as JSON, an error as {\"error\": {...}}");
   command->callback([args, &exit_code] {
     OpenOptions open;
+    open.remote = args->remote;
     open.allow_damaged_shards = true;  // report every damaged shard, not only the first
     Result<std::unique_ptr<Reader>> reader = OpenDataset(args->path, open);
     if (!reader.ok()) {
