@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <random>
 #include <thread>
@@ -174,6 +175,27 @@ std::size_t OnHeader(char* data, std::size_t size, std::size_t count, void* cont
 }
 
 enum class Outcome { kDone, kRetry, kFail };
+
+// The wait before try `tries` + 1: 50 ms doubled per try, at most 2 s, drawn from its upper half
+// (jitter: clients that failed together do not come back together).
+std::chrono::microseconds RetryDelay(std::uint32_t tries, std::mt19937& jitter) {
+  const double capped = std::min(50.0 * std::pow(2.0, tries - 1), 2000.0);
+  std::uniform_real_distribution<double> spread(capped / 2, capped);
+  return std::chrono::microseconds(static_cast<long>(spread(jitter) * 1000));
+}
+
+// An easy handle for the next request: a used one, reset, or a new one (kept in `created`).
+CURL* TakeHandle(std::vector<CURL*>& created, std::vector<CURL*>& idle) {
+  if (idle.empty()) {
+    CURL* handle = curl_easy_init();
+    if (handle == nullptr) throw std::bad_alloc();
+    return created.emplace_back(handle);
+  }
+  CURL* handle = idle.back();
+  idle.pop_back();
+  curl_easy_reset(handle);
+  return handle;
+}
 
 bool TransientCurlError(CURLcode code) {
   switch (code) {
@@ -408,14 +430,7 @@ struct ObjectStore::Impl {
           waiting.push_back(next);
           continue;
         }
-        CURL* handle = nullptr;
-        if (idle.empty()) {
-          handle = created.emplace_back(curl_easy_init());
-        } else {
-          handle = idle.back();
-          idle.pop_back();
-        }
-        curl_easy_reset(handle);
+        CURL* handle = TakeHandle(created, idle);
         Configure(handle, transfers[next], options);
         ++transfers[next].tries;
         requests.fetch_add(1, std::memory_order_relaxed);
@@ -440,11 +455,7 @@ struct ObjectStore::Impl {
         if (outcome == Outcome::kDone) continue;
         if (outcome == Outcome::kRetry && transfer->tries < options.max_tries) {
           retries.fetch_add(1, std::memory_order_relaxed);
-          const double base_ms = 50.0 * std::pow(2.0, transfer->tries - 1);
-          const double capped = std::min(base_ms, 2000.0);
-          std::uniform_real_distribution<double> spread(capped / 2, capped);
-          transfer->not_before =
-              Clock::now() + std::chrono::microseconds(static_cast<long>(spread(jitter) * 1000));
+          transfer->not_before = Clock::now() + RetryDelay(transfer->tries, jitter);
           waiting.push_back(static_cast<std::size_t>(transfer - transfers.data()));
           continue;
         }

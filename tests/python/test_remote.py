@@ -108,6 +108,17 @@ def cli(*args, env=None, check=True):
     return run
 
 
+def assert_extracts_equal(dataset, local, tmp_path):
+    """`packrec extract` of `dataset` writes the same 120 files, byte for byte, as of `local`."""
+    cli("extract", dataset, tmp_path / "got")
+    cli("extract", local, tmp_path / "want")
+    want = sorted(p.relative_to(tmp_path / "want") for p in (tmp_path / "want").rglob("*")
+                  if p.is_file())
+    assert len(want) == 120
+    for name in want:
+        assert (tmp_path / "got" / name).read_bytes() == (tmp_path / "want" / name).read_bytes()
+
+
 def test_info_verify_and_extract_match_the_local_dataset(remote, datasets, tmp_path):
     url, _, proxy = remote
     local = json.loads(cli("info", "--json", datasets["shard"]).stdout)
@@ -115,13 +126,7 @@ def test_info_verify_and_extract_match_the_local_dataset(remote, datasets, tmp_p
     for key in ("records", "classes", "payload_bytes", "file_bytes", "listing_hash", "format"):
         assert over[key] == local[key], key
     assert "OK: checked 120 of 120 records" in cli("verify", url).stdout
-    cli("extract", url, tmp_path / "remote")
-    cli("extract", datasets["shard"], tmp_path / "local")
-    files = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local").rglob("*")
-                   if p.is_file())
-    assert len(files) == 120
-    for name in files:
-        assert (tmp_path / "remote" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
+    assert_extracts_equal(url, datasets["shard"], tmp_path)
     assert proxy.requests > 0
 
 
@@ -416,13 +421,7 @@ def test_kill_9_during_fills_never_leaves_a_block_that_is_served_damaged(http, d
 def test_convert_takes_a_url_as_its_source(remote, datasets, tmp_path):
     url, _, _ = remote
     cli("convert", url, tmp_path / "copy.lmdb")
-    cli("extract", tmp_path / "copy.lmdb", tmp_path / "from-url")
-    cli("extract", datasets["shard"], tmp_path / "local")
-    local_files = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local").rglob("*")
-                         if p.is_file())
-    assert len(local_files) == 120
-    for name in local_files:
-        assert (tmp_path / "from-url" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
+    assert_extracts_equal(tmp_path / "copy.lmdb", datasets["shard"], tmp_path)
 
 
 def test_bench_says_it_does_not_measure_urls(http):
