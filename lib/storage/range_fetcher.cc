@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <unordered_set>
 
 #include "core/checksum.h"
 
@@ -119,7 +120,12 @@ Status RangeFetcher::FetchNow(std::span<const WantedRange> ranges, const OnRange
 void RangeFetcher::Stage(std::vector<WantedRange> ranges) const {
   if (getpid() != owner_pid_) return;
   std::lock_guard lock(mutex_);
-  std::erase_if(ranges, [&](const WantedRange& range) { return staged_.contains(range.key); });
+  // A key already staged, or repeated in this call (a batch drawn with repeats), is staged once:
+  // staged_bytes_ counts what staged_ holds.
+  std::unordered_set<std::uint64_t> seen;
+  std::erase_if(ranges, [&](const WantedRange& range) {
+    return staged_.contains(range.key) || !seen.insert(range.key).second;
+  });
   if (ranges.empty()) return;
   std::uint64_t bytes = 0;
   for (const WantedRange& range : ranges) bytes += range.end - range.begin;

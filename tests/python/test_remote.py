@@ -427,3 +427,18 @@ def test_convert_takes_a_url_as_its_source(remote, datasets, tmp_path):
 def test_bench_says_it_does_not_measure_urls(http):
     run = cli("bench", f"{http.url}/ds.pkr", "--quick", check=False)
     assert run.returncode == 7 and "bench measures local storage" in run.stderr, run.stderr
+
+
+def test_a_batch_that_repeats_records_is_read_as_locally(remote, datasets):
+    url, _, _ = remote
+    indices = [i // 3 for i in range(90)]  # every record of the first 30 three times
+
+    def batches(path):
+        loader = packrec.Loader(path, batch_size=16, threads=2, transform="eval", size=32,
+                                seed=5, indices=indices)
+        return [(images.clone(), labels.clone()) for images, labels in loader]
+
+    got, want = batches(url), batches(datasets["shard"])
+    assert len(got) == len(want) == 6
+    for (images, labels), (want_images, want_labels) in zip(got, want):
+        assert torch.equal(images, want_images) and torch.equal(labels, want_labels)
