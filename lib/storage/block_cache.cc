@@ -14,6 +14,7 @@
 
 #include "core/checksum.h"
 #include "core/endian.h"
+#include "core/file_io.h"
 
 namespace packrec {
 namespace {
@@ -49,29 +50,6 @@ class ByteLock {
  private:
   int fd_;
 };
-
-bool ReadAll(int fd, std::uint64_t offset, std::span<std::byte> out) {
-  std::size_t done = 0;
-  while (done < out.size()) {
-    const ssize_t got =
-        ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    done += static_cast<std::size_t>(got);
-  }
-  return true;
-}
-
-bool WriteAll(int fd, std::span<const std::byte> bytes) {
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t wrote = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (wrote < 0 && errno == EINTR) continue;
-    if (wrote <= 0) return false;
-    done += static_cast<std::size_t>(wrote);
-  }
-  return true;
-}
 
 // A temporary whose writer is gone (killed mid-fill): "<name>.tmp.<pid>" with no such process.
 bool AbandonedTemp(const std::string& name) {
@@ -146,8 +124,8 @@ fs::path BlockCache::BlockPath(const BlockId& id) const {
 bool BlockCache::ReadCached(const BlockId& id, std::uint64_t offset,
                             std::span<std::byte> out) const {
   const fs::path path = BlockPath(id);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+  Result<std::unique_ptr<RandomAccessFile>> file = RandomAccessFile::Open(path);
+  if (!file.ok()) return false;
   const std::uint64_t length = BlockLength(id);
   bool verified = false;
   {
@@ -157,7 +135,7 @@ bool BlockCache::ReadCached(const BlockId& id, std::uint64_t offset,
   bool good = true;
   if (!verified) {
     std::vector<std::byte> whole(kBlockHeaderSize + length);
-    good = ReadAll(fd, 0, whole) &&
+    good = (*file)->ReadExact(0, whole).ok() &&
            std::memcmp(whole.data(), kBlockMagic, sizeof(kBlockMagic)) == 0 &&
            LoadLE<std::uint64_t>(&whole[8]) == length &&
            LoadLE<std::uint64_t>(&whole[16]) ==
@@ -169,14 +147,13 @@ bool BlockCache::ReadCached(const BlockId& id, std::uint64_t offset,
       verified_.insert(path.filename().string());
     }
   } else {
-    good = ReadAll(fd, kBlockHeaderSize + offset, out);
+    good = (*file)->ReadExact(kBlockHeaderSize + offset, out).ok();
   }
   if (good) {
-    ::futimens(fd, nullptr);  // last use, for eviction
+    ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // last use, for eviction
   } else {
     ::unlink(path.c_str());  // damaged or cut short: fetched again
   }
-  ::close(fd);
   if (good) {
     std::lock_guard lock(mutex_);
     ++counters_.hits;
@@ -235,14 +212,16 @@ Status BlockCache::Keep(const BlockId& id, std::span<const std::byte> bytes) con
   // of several processes cannot together pass the limit.
   ByteLock evicting(dir_ / "lock", 0);
   MakeRoom(file_size);
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::IOError("cannot write " + temp.string() + ": " + std::strerror(errno));
-  const bool written = WriteAll(fd, header) && WriteAll(fd, bytes);
-  const int saved_errno = errno;
-  ::close(fd);
-  if (!written || ::rename(temp.c_str(), path.c_str()) != 0) {
+  Status written = [&]() -> Status {
+    PACKREC_ASSIGN_OR_RETURN(const std::unique_ptr<WritableFile> file, WritableFile::Create(temp));
+    PACKREC_RETURN_IF_ERROR(file->Append(header));
+    PACKREC_RETURN_IF_ERROR(file->Append(bytes));
+    PACKREC_RETURN_IF_ERROR(file->Close());
+    return RenamePath(temp, path);
+  }();
+  if (!written.ok()) {
     ::unlink(temp.c_str());
-    return Status::IOError("cannot write " + temp.string() + ": " + std::strerror(saved_errno));
+    return written;
   }
   std::lock_guard lock(mutex_);
   verified_.insert(path.filename().string());

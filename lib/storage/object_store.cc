@@ -498,6 +498,20 @@ std::optional<std::uint64_t> ParseByteCount(const std::string& text) {
   return static_cast<std::uint64_t>(number) << shift->second;
 }
 
+// `value` from variable `name` when it is set: a count from 1 to `maximum`.
+Status CountFromEnv(const char* name, unsigned long maximum, std::uint32_t& value) {
+  const std::string text = Env(name);
+  if (text.empty()) return Status::OK();
+  char* end = nullptr;
+  const unsigned long parsed = std::strtoul(text.c_str(), &end, 10);
+  if (*end != '\0' || parsed == 0 || parsed > maximum) {
+    return Status::InvalidArgument(std::string(name) + " must be a count from 1 to " +
+                                   std::to_string(maximum) + ", got '" + text + "'");
+  }
+  value = static_cast<std::uint32_t>(parsed);
+  return Status::OK();
+}
+
 // The PACKREC_REMOTE_* and PACKREC_CACHE_* variables override `options`: one setting for the
 // CLI, Python and the worker processes a DataLoader starts.
 Result<RemoteOptions> WithEnvironment(RemoteOptions options) {
@@ -510,26 +524,8 @@ Result<RemoteOptions> WithEnvironment(RemoteOptions options) {
           "PACKREC_REMOTE_TIMEOUT must be seconds from 0 to 86400, got '" + timeout + "'");
     }
   }
-  const std::string tries = Env("PACKREC_REMOTE_TRIES");
-  if (!tries.empty()) {
-    char* end = nullptr;
-    const unsigned long value = std::strtoul(tries.c_str(), &end, 10);
-    if (*end != '\0' || value == 0 || value > 100) {
-      return Status::InvalidArgument("PACKREC_REMOTE_TRIES must be a count from 1 to 100, got '" +
-                                     tries + "'");
-    }
-    options.max_tries = static_cast<std::uint32_t>(value);
-  }
-  const std::string in_flight = Env("PACKREC_REMOTE_IN_FLIGHT");
-  if (!in_flight.empty()) {
-    char* end = nullptr;
-    const unsigned long value = std::strtoul(in_flight.c_str(), &end, 10);
-    if (*end != '\0' || value == 0 || value > 1024) {
-      return Status::InvalidArgument(
-          "PACKREC_REMOTE_IN_FLIGHT must be a count from 1 to 1024, got '" + in_flight + "'");
-    }
-    options.max_in_flight = static_cast<std::uint32_t>(value);
-  }
+  PACKREC_RETURN_IF_ERROR(CountFromEnv("PACKREC_REMOTE_TRIES", 100, options.max_tries));
+  PACKREC_RETURN_IF_ERROR(CountFromEnv("PACKREC_REMOTE_IN_FLIGHT", 1024, options.max_in_flight));
   const std::string block = Env("PACKREC_CACHE_BLOCK");
   if (!block.empty()) {
     const std::optional<std::uint64_t> bytes = ParseByteCount(block);
