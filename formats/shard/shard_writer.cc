@@ -253,6 +253,8 @@ Status ShardWriter::SealShard() {
   sealed_totals_.webp = sealed_totals_.webp || shard.webp;
   current_.reset();
   checkpoint_due_ = options_.resumable;
+  if (options_.shard.on_sealed)
+    options_.shard.on_sealed(dir_ / sealed_.back().file, sealed_.back().xxh64);
   return Status::OK();
 }
 

@@ -22,7 +22,16 @@ struct ConvertOptions {
   std::filesystem::path source;
   SourceFormat from = SourceFormat::kAuto;  // kAuto: DetectSourceFormat
   SourceOptions source_options;             // container sources: fields, raw pixels
-  std::filesystem::path output;             // the dataset directory to create
+  // The dataset directory to create, or an s3:// URL (shard format only): the dataset is then
+  // written to `staging_dir` and each shard uploaded as soon as it is sealed (multipart), the
+  // manifest last, so the URL shows no dataset until it is whole. An existing dataset there needs
+  // writer.overwrite (its manifest is deleted first); a killed run is continued by `resume`,
+  // which uploads only the shards the URL does not already hold. docs/remote.md.
+  std::filesystem::path output;
+  // s3:// output: where the dataset is written before it is uploaded (removed once uploaded).
+  // Empty: $PACKREC_STAGING_DIR, else /var/tmp/packrec-upload, in a folder named after the URL.
+  // It needs room for the whole dataset.
+  std::filesystem::path staging_dir;
   WriterOptions writer;
   ListFileKind list_kind = ListFileKind::kAuto;
   std::filesystem::path list_root;  // list files: paths are relative to this (default: its dir)

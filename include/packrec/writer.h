@@ -63,6 +63,10 @@ enum class Hdf5Layout : std::uint8_t {
 // The options only the shard format takes (docs/formats/shard.md).
 struct ShardWriterOptions {
   std::uint32_t align_bytes = 64;  // record alignment; a power of two, <= 1 MiB
+  // Called on the writing thread each time a shard file is sealed: fsynced, renamed to its final
+  // name `file` and never written again, with the xxh64 of the whole file (the manifest's). For a
+  // caller that ships shards as they are done (convert to s3:// uploads them). Not stored.
+  std::function<void(const std::filesystem::path& file, std::uint64_t xxh64)> on_sealed;
 };
 
 // The options only the LMDB format takes (docs/formats/lmdb.md).

@@ -16,6 +16,7 @@
 #include "ingest/field_routing.h"
 #include "packrec/format.h"
 #include "packrec/image.h"
+#include "packrec/reader.h"
 
 namespace packrec {
 namespace conversion {
@@ -246,6 +247,7 @@ std::string PartName(std::uint32_t index, std::uint32_t count, const std::string
 }
 
 Result<ConvertStats> Convert(const ConvertOptions& requested, const ProgressCallback& progress) {
+  if (IsDatasetUrl(requested.output.string())) return conversion::ConvertToUrl(requested, progress);
   const Clock::time_point start = Clock::now();
   ConvertOptions options = requested;  // the format named: it is recorded and compared
   PACKREC_ASSIGN_OR_RETURN(options.writer.format,

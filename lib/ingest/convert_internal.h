@@ -193,6 +193,9 @@ Result<ConvertStats> ConvertPart(const ConvertOptions& options, SourceListing& l
                                  DatasetMetadata& metadata, const ProgressCallback& progress,
                                  Clock::time_point start);
 // The stream engine: a container source of `format`.
+// Convert with an s3:// URL as the output (convert_remote.cc).
+Result<ConvertStats> ConvertToUrl(const ConvertOptions& options, const ProgressCallback& progress);
+
 Result<ConvertStats> ConvertStream(const ConvertOptions& options, SourceFormat format,
                                    const ProgressCallback& progress, Clock::time_point start);
 

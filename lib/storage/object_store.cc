@@ -3,14 +3,18 @@
 // answers and when to try again.
 #include "storage/object_store.h"
 
+#include "core/file_io.h"
+
 #include <curl/curl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <fstream>
 #include <map>
@@ -31,9 +35,9 @@ std::string Env(const char* name) {
 }
 
 std::string Trim(std::string_view text) {
-  const auto begin = text.find_first_not_of(" \t\r");
+  const auto begin = text.find_first_not_of(" \t\r\n");
   if (begin == std::string_view::npos) return {};
-  const auto end = text.find_last_not_of(" \t\r");
+  const auto end = text.find_last_not_of(" \t\r\n");
   return std::string(text.substr(begin, end - begin + 1));
 }
 
@@ -113,22 +117,36 @@ void GlobalInitOnce() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
+struct SlistFree {
+  void operator()(curl_slist* list) const { curl_slist_free_all(list); }
+};
+
 // One request's state while libcurl runs it.
 struct Transfer {
   std::string url;
+  std::string method = "GET";  // GET, HEAD, PUT, POST or DELETE
   std::uint64_t offset = 0;
   std::span<std::byte> out;                 // ranged: exactly these bytes are expected
   std::vector<std::byte>* whole = nullptr;  // whole object: appended here instead
+  std::span<const std::byte> body;          // PUT, POST: what is sent
+  std::size_t body_sent = 0;
+  std::vector<std::string> request_headers;  // sent beside the store's own
+  std::unique_ptr<curl_slist, SlistFree> header_list;
   std::size_t received = 0;
   bool overflow = false;
   long http_code = 0;
   std::string error_body;  // of a non-2xx answer, first bytes only (S3 puts its <Code> there)
+  // From the answer's headers.
+  std::string etag;
+  std::string stored_xxh64;  // x-amz-meta-packrec-xxh64
+  std::optional<std::uint64_t> content_length;
   std::uint32_t tries = 0;
   Clock::time_point not_before{};
   std::array<char, CURL_ERROR_SIZE> curl_error{};
 
+  bool Ranged() const { return method == "GET" && whole == nullptr; }
   std::string What() const {
-    if (whole != nullptr) return "GET " + url;
+    if (!Ranged()) return method + " " + url;
     return "GET " + url + " bytes " + std::to_string(offset) + "-" +
            std::to_string(offset + out.size() - 1);
   }
@@ -146,7 +164,7 @@ std::size_t OnBody(char* data, std::size_t size, std::size_t count, void* contex
   }
   if (transfer->whole != nullptr) {
     transfer->whole->insert(transfer->whole->end(), first, first + bytes);
-  } else {
+  } else if (transfer->Ranged()) {
     if (bytes > transfer->out.size() - transfer->received) {
       transfer->overflow = true;
       return 0;  // aborts the transfer: the server sends more than the range asked for
@@ -157,7 +175,14 @@ std::size_t OnBody(char* data, std::size_t size, std::size_t count, void* contex
   return bytes;
 }
 
-// Captures the HTTP status before the body, so OnBody knows where an error answer's body goes.
+std::string Lowercase(std::string_view text) {
+  std::string lower(text);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower;
+}
+
+// Captures the HTTP status before the body, so OnBody knows where an error answer's body goes,
+// and the few answer headers the writes need.
 std::size_t OnHeader(char* data, std::size_t size, std::size_t count, void* context) {
   auto* transfer = static_cast<Transfer*>(context);
   const std::string_view line(data, size * count);
@@ -170,8 +195,40 @@ std::size_t OnHeader(char* data, std::size_t size, std::size_t count, void* cont
       transfer->received = 0;
       if (transfer->whole != nullptr) transfer->whole->clear();
     }
+    return size * count;
+  }
+  const auto colon = line.find(':');
+  if (colon == std::string_view::npos) return size * count;
+  const std::string name = Lowercase(line.substr(0, colon));
+  const std::string value = Trim(line.substr(colon + 1));
+  if (name == "etag") {
+    transfer->etag = value;
+  } else if (name == "x-amz-meta-packrec-xxh64") {
+    transfer->stored_xxh64 = value;
+  } else if (name == "content-length") {
+    transfer->content_length = std::strtoull(value.c_str(), nullptr, 10);
   }
   return size * count;
+}
+
+// Feeds a PUT's body to libcurl.
+std::size_t OnRead(char* buffer, std::size_t size, std::size_t count, void* context) {
+  auto* transfer = static_cast<Transfer*>(context);
+  const std::size_t n = std::min(size * count, transfer->body.size() - transfer->body_sent);
+  std::memcpy(buffer, transfer->body.data() + transfer->body_sent, n);
+  transfer->body_sent += n;
+  return n;
+}
+
+// Rewinds a PUT's body (libcurl resends it after a redirect or an authentication round).
+int OnSeek(void* context, curl_off_t offset, int origin) {
+  auto* transfer = static_cast<Transfer*>(context);
+  if (origin != SEEK_SET || offset < 0 ||
+      static_cast<std::size_t>(offset) > transfer->body.size()) {
+    return CURL_SEEKFUNC_CANTSEEK;
+  }
+  transfer->body_sent = static_cast<std::size_t>(offset);
+  return CURL_SEEKFUNC_OK;
 }
 
 enum class Outcome { kDone, kRetry, kFail };
@@ -225,6 +282,46 @@ std::string ErrorDetail(const std::string& body) {
   return {};
 }
 
+// The text of the first <tag>...</tag> of an S3 XML answer (an UploadId). Hand-written rather
+// than an XML library: the answers packrec reads are S3's fixed, flat documents, of which it needs
+// one element; escaped characters do not occur in the values it reads (ids, ETags).
+std::string XmlElement(std::string_view xml, std::string_view tag) {
+  const std::string open = "<" + std::string(tag) + ">";
+  const std::string close = "</" + std::string(tag) + ">";
+  const auto begin = xml.find(open);
+  if (begin == std::string_view::npos) return {};
+  const auto end = xml.find(close, begin + open.size());
+  if (end == std::string_view::npos) return {};
+  return std::string(xml.substr(begin + open.size(), end - begin - open.size()));
+}
+
+std::string XmlEscape(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::span<const std::byte> AsByteSpan(std::string_view text) {
+  return {reinterpret_cast<const std::byte*>(text.data()), text.size()};
+}
+
 }  // namespace
 
 bool IsDatasetUrl(std::string_view path) {
@@ -233,6 +330,7 @@ bool IsDatasetUrl(std::string_view path) {
 
 struct ObjectStore::Impl {
   std::string base;  // http(s) URL of the dataset "directory", no trailing '/'
+  bool s3 = false;   // an s3:// URL: writes are possible
   bool signed_s3 = false;
   std::string sigv4;  // "aws:amz:REGION:s3"
   std::string userpwd;
@@ -309,6 +407,44 @@ struct ObjectStore::Impl {
     return share;
   }
 
+  // The method, the body and the headers of a request other than a GET.
+  void ConfigureMethod(CURL* handle, Transfer& transfer) {
+    transfer.body_sent = 0;
+    transfer.etag.clear();
+    transfer.stored_xxh64.clear();
+    transfer.content_length.reset();
+    if (transfer.method == "HEAD") {
+      curl_easy_setopt(handle, CURLOPT_NOBODY, 1L);
+    } else if (transfer.method == "PUT") {
+      curl_easy_setopt(handle, CURLOPT_UPLOAD, 1L);
+      curl_easy_setopt(handle, CURLOPT_READFUNCTION, &OnRead);
+      curl_easy_setopt(handle, CURLOPT_READDATA, &transfer);
+      curl_easy_setopt(handle, CURLOPT_SEEKFUNCTION, &OnSeek);
+      curl_easy_setopt(handle, CURLOPT_SEEKDATA, &transfer);
+      curl_easy_setopt(handle, CURLOPT_INFILESIZE_LARGE,
+                       static_cast<curl_off_t>(transfer.body.size()));
+    } else if (transfer.method == "POST") {
+      curl_easy_setopt(handle, CURLOPT_POST, 1L);
+      curl_easy_setopt(handle, CURLOPT_POSTFIELDS, transfer.body.data());
+      curl_easy_setopt(handle, CURLOPT_POSTFIELDSIZE_LARGE,
+                       static_cast<curl_off_t>(transfer.body.size()));
+    } else if (transfer.method == "DELETE") {
+      curl_easy_setopt(handle, CURLOPT_CUSTOMREQUEST, "DELETE");
+    }
+    if (transfer.method == "GET" || transfer.method == "HEAD" || transfer.header_list) return;
+    // Writes carry their own headers: the store's and the request's own (metadata, content
+    // type). libcurl's "Expect: 100-continue" stays: an "Expect:" line that removes it would
+    // still be listed among the signed headers by libcurl's SigV4, and S3 would refuse it.
+    curl_slist* list = nullptr;
+    for (const curl_slist* item = headers; item != nullptr; item = item->next) {
+      list = curl_slist_append(list, item->data);
+    }
+    for (const std::string& header : transfer.request_headers) {
+      list = curl_slist_append(list, header.c_str());
+    }
+    transfer.header_list.reset(list);
+  }
+
   void Configure(CURL* handle, Transfer& transfer, const RemoteOptions& options) {
     curl_easy_setopt(handle, CURLOPT_URL, transfer.url.c_str());
     curl_easy_setopt(handle, CURLOPT_SHARE, Share());
@@ -328,12 +464,14 @@ struct ObjectStore::Impl {
     curl_easy_setopt(handle, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(handle, CURLOPT_LOW_SPEED_TIME,
                      std::max(1L, static_cast<long>(std::ceil(options.timeout_seconds))));
-    if (transfer.whole == nullptr) {
+    if (transfer.Ranged()) {
       const std::string range = std::to_string(transfer.offset) + "-" +
                                 std::to_string(transfer.offset + transfer.out.size() - 1);
       curl_easy_setopt(handle, CURLOPT_RANGE, range.c_str());  // copied by libcurl
     }
-    curl_easy_setopt(handle, CURLOPT_HTTPHEADER, headers);
+    ConfigureMethod(handle, transfer);
+    curl_easy_setopt(handle, CURLOPT_HTTPHEADER,
+                     transfer.header_list ? transfer.header_list.get() : headers);
     if (signed_s3) {
       curl_easy_setopt(handle, CURLOPT_AWS_SIGV4, sigv4.c_str());
       curl_easy_setopt(handle, CURLOPT_USERPWD, userpwd.c_str());
@@ -370,7 +508,9 @@ struct ObjectStore::Impl {
       return TransientCurlError(code) ? Outcome::kRetry : Outcome::kFail;
     }
     const long status = transfer.http_code;
-    if (status == 206 || (status == 200 && (transfer.whole != nullptr || transfer.offset == 0))) {
+    if (transfer.method != "GET" && status >= 200 && status < 300) return Outcome::kDone;
+    if (transfer.method == "GET" &&
+        (status == 206 || (status == 200 && (transfer.whole != nullptr || transfer.offset == 0)))) {
       if (transfer.whole == nullptr && transfer.received != transfer.out.size()) {
         error =
             Status::IOError(what + ": the answer ended after " + std::to_string(transfer.received) +
@@ -393,7 +533,7 @@ struct ObjectStore::Impl {
       error = Status::Truncated(what + ": the range lies past the end of the object" + http);
       return Outcome::kFail;
     }
-    if (status == 200) {
+    if (status == 200 && transfer.method == "GET") {
       error =
           Status::IOError(what + ": the server answered the whole object instead of the range " +
                           "(it does not honour Range requests)");
@@ -565,6 +705,7 @@ Result<std::shared_ptr<ObjectStore>> ObjectStore::ForUrl(std::string_view url,
   std::string trimmed(url);
   while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
   if (trimmed.starts_with("s3://")) {
+    impl->s3 = true;
     const std::string rest = trimmed.substr(5);
     const auto slash = rest.find('/');
     const std::string bucket = rest.substr(0, slash);
@@ -618,6 +759,134 @@ Status ObjectStore::Fetch(std::span<const Range> ranges, const std::atomic<bool>
     transfer.out = range.out;
   }
   return impl_->Run(transfers, options_, cancel);
+}
+
+Status ObjectStore::CheckWritable() const {
+  if (impl_->s3) return Status::OK();
+  return Status::NotSupported("cannot write to " + url_ +
+                              ": packrec writes datasets to s3:// URLs only (plain HTTP has no " +
+                              "standard upload)");
+}
+
+Result<std::optional<ObjectStore::ObjectHead>> ObjectStore::Head(std::string_view name) const {
+  std::vector<Transfer> transfers(1);
+  transfers[0].url = NameUrl(name);
+  transfers[0].method = "HEAD";
+  const Status status = impl_->Run(transfers, options_);
+  if (status.code() == StatusCode::kNotFound) return std::optional<ObjectHead>();
+  PACKREC_RETURN_IF_ERROR(status);
+  return std::optional<ObjectHead>(
+      ObjectHead{transfers[0].content_length.value_or(0), transfers[0].stored_xxh64});
+}
+
+Status ObjectStore::Put(std::string_view name, std::span<const std::byte> bytes,
+                        std::string_view xxh64) const {
+  PACKREC_RETURN_IF_ERROR(CheckWritable());
+  std::vector<Transfer> transfers(1);
+  transfers[0].url = NameUrl(name);
+  transfers[0].method = "PUT";
+  transfers[0].body = bytes;
+  if (!xxh64.empty()) {
+    transfers[0].request_headers.push_back("x-amz-meta-packrec-xxh64: " + std::string(xxh64));
+  }
+  return impl_->Run(transfers, options_);
+}
+
+Status ObjectStore::Delete(std::string_view name) const {
+  PACKREC_RETURN_IF_ERROR(CheckWritable());
+  std::vector<Transfer> transfers(1);
+  transfers[0].url = NameUrl(name);
+  transfers[0].method = "DELETE";
+  const Status status = impl_->Run(transfers, options_);
+  return status.code() == StatusCode::kNotFound ? Status::OK() : status;
+}
+
+Status ObjectStore::PutFile(std::string_view name, const std::filesystem::path& file,
+                            std::string_view xxh64) const {
+  PACKREC_RETURN_IF_ERROR(CheckWritable());
+  PACKREC_ASSIGN_OR_RETURN(const std::unique_ptr<RandomAccessFile> input,
+                           RandomAccessFile::Open(file));
+  PACKREC_ASSIGN_OR_RETURN(const std::uint64_t size, input->RegularFileSize());
+  if (size <= kMultipartPartBytes) {
+    std::vector<std::byte> bytes(size);
+    PACKREC_RETURN_IF_ERROR(input->ReadExact(0, bytes));
+    return Put(name, bytes, xxh64);
+  }
+  // Create, parts, complete: S3 shows the object only once the upload is completed.
+  std::vector<std::byte> answer;
+  std::vector<Transfer> create(1);
+  // "uploads=", not "uploads": libcurl 7.88's SigV4 signs a bare query key without the '=' that
+  // AWS's canonical form gives it, and S3 would refuse the signature.
+  create[0].url = NameUrl(name) + "?uploads=";
+  create[0].method = "POST";
+  create[0].whole = &answer;
+  if (!xxh64.empty()) {
+    create[0].request_headers.push_back("x-amz-meta-packrec-xxh64: " + std::string(xxh64));
+  }
+  PACKREC_RETURN_IF_ERROR(impl_->Run(create, options_));
+  const std::string upload_id = XmlElement(
+      std::string_view(reinterpret_cast<const char*>(answer.data()), answer.size()), "UploadId");
+  if (upload_id.empty()) {
+    return Status::IOError("POST " + create[0].url + ": the answer names no UploadId");
+  }
+  const Status uploaded = UploadParts(name, upload_id, *input, size);
+  if (!uploaded.ok()) {
+    std::vector<Transfer> abort(1);
+    abort[0].url = NameUrl(name) + "?uploadId=" + upload_id;
+    abort[0].method = "DELETE";
+    impl_->Run(abort, options_).ok();  // best effort: the upload's error is the one to report
+  }
+  return uploaded;
+}
+
+Status ObjectStore::UploadParts(std::string_view name, const std::string& upload_id,
+                                const RandomAccessFile& input, std::uint64_t size) const {
+  constexpr std::size_t kPartsInFlight = 4;
+  const std::uint64_t part_count = (size + kMultipartPartBytes - 1) / kMultipartPartBytes;
+  std::vector<std::string> etags(part_count);
+  std::vector<std::vector<std::byte>> buffers(kPartsInFlight);
+  for (std::uint64_t first = 0; first < part_count; first += kPartsInFlight) {
+    std::vector<Transfer> parts;
+    for (std::uint64_t part = first; part < std::min(part_count, first + kPartsInFlight); ++part) {
+      const std::uint64_t offset = part * kMultipartPartBytes;
+      std::vector<std::byte>& buffer = buffers[part - first];
+      buffer.resize(std::min(kMultipartPartBytes, size - offset));
+      PACKREC_RETURN_IF_ERROR(input.ReadExact(offset, buffer));
+      Transfer& transfer = parts.emplace_back();
+      transfer.url =
+          NameUrl(name) + "?partNumber=" + std::to_string(part + 1) + "&uploadId=" + upload_id;
+      transfer.method = "PUT";
+      transfer.body = buffer;
+    }
+    PACKREC_RETURN_IF_ERROR(impl_->Run(parts, options_));
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      if (parts[i].etag.empty()) {
+        return Status::IOError("PUT " + parts[i].url + ": the answer carries no ETag");
+      }
+      etags[first + i] = parts[i].etag;
+    }
+  }
+  std::string xml = "<CompleteMultipartUpload>";
+  for (std::size_t i = 0; i < etags.size(); ++i) {
+    xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" +
+           XmlEscape(etags[i]) + "</ETag></Part>";
+  }
+  xml += "</CompleteMultipartUpload>";
+  std::vector<std::byte> answer;
+  std::vector<Transfer> complete(1);
+  complete[0].url = NameUrl(name) + "?uploadId=" + upload_id;
+  complete[0].method = "POST";
+  complete[0].body = AsByteSpan(xml);
+  complete[0].whole = &answer;
+  complete[0].request_headers.push_back("Content-Type: application/xml");
+  PACKREC_RETURN_IF_ERROR(impl_->Run(complete, options_));
+  // S3 may answer 200 and still fail the completion, with an <Error> document as the body.
+  const std::string_view text(reinterpret_cast<const char*>(answer.data()), answer.size());
+  if (text.find("<Error>") != std::string_view::npos) {
+    return Status::IOError("POST " + complete[0].url + ": the upload was not completed" +
+                           ErrorDetail(std::string(text.substr(0, 512))));
+  }
+  return Status::OK();
 }
 
 Reader::RemoteStats ObjectStore::counters() const {

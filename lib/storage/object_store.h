@@ -5,7 +5,7 @@
 // "default") of ~/.aws/credentials and ~/.aws/config (AWS_SHARED_CREDENTIALS_FILE,
 // AWS_CONFIG_FILE). No credentials: unsigned requests, for public buckets.
 //
-// Every request is a GET of a byte range (or of a whole small object); failures that may pass
+// Reads are GETs of byte ranges (or of whole small objects); failures that may pass
 // (connection reset or refused, timeouts, HTTP 5xx and 429, a short body) are retried with
 // exponential backoff and jitter, up to RemoteOptions::max_tries. Anything else (404, 403, a
 // server that ignores Range) fails at once. Errors name the URL and the byte range.
@@ -20,7 +20,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -30,6 +32,8 @@
 #include "packrec/status.h"
 
 namespace packrec {
+
+class RandomAccessFile;
 
 // IsDatasetUrl (packrec/reader.h), by its name inside the library.
 inline bool IsRemoteUrl(std::string_view path) { return IsDatasetUrl(path); }
@@ -62,12 +66,40 @@ class ObjectStore {
   // being destroyed does not wait out a stalled server's timeouts).
   Status Fetch(std::span<const Range> ranges, const std::atomic<bool>* cancel = nullptr) const;
 
+  // Writing, to s3:// URLs only (NotSupported for http(s), which has no standard upload). Each
+  // call retries as reads do (PUTs and DELETEs are idempotent; a multipart upload retries part by
+  // part) and names the object in its errors.
+  //
+  // What packrec knows of a stored object: its size and the xxh64 packrec stored beside it as
+  // x-amz-meta-packrec-xxh64 (empty when not written by packrec).
+  struct ObjectHead {
+    std::uint64_t size = 0;
+    std::string xxh64;
+  };
+  // OK for an s3:// store; NotSupported, naming the URL, for http(s).
+  Status CheckWritable() const;
+  // nullopt when there is no such object.
+  Result<std::optional<ObjectHead>> Head(std::string_view name) const;
+  // One PUT of `bytes` as object `name`; `xxh64` (hex, may be empty) is stored as its metadata.
+  Status Put(std::string_view name, std::span<const std::byte> bytes,
+             std::string_view xxh64 = {}) const;
+  // The file as object `name`: one PUT up to kMultipartPartBytes, else a multipart upload (parts
+  // of kMultipartPartBytes, 4 in flight): the object appears whole at the end or not at all. A
+  // failed multipart upload is aborted (its parts deleted) before the error returns.
+  static constexpr std::uint64_t kMultipartPartBytes = 16ull << 20;
+  Status PutFile(std::string_view name, const std::filesystem::path& file,
+                 std::string_view xxh64) const;
+  // Deletes object `name`; OK when it was not there.
+  Status Delete(std::string_view name) const;
+
   Reader::RemoteStats counters() const;  // requests (retries included), retries, body bytes
   const RemoteOptions& options() const { return options_; }
 
  private:
   struct Impl;
   ObjectStore(std::string url, RemoteOptions options, std::unique_ptr<Impl> impl);
+  Status UploadParts(std::string_view name, const std::string& upload_id,
+                     const RandomAccessFile& input, std::uint64_t size) const;
   std::string url_;
   RemoteOptions options_;
   std::unique_ptr<Impl> impl_;

@@ -23,6 +23,7 @@ import socket
 import socketserver
 import struct
 import subprocess
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -131,6 +132,27 @@ def upload_tree(endpoint, bucket, prefix, directory):
             ["curl", "-sS", "--fail", "-T", str(path), "--aws-sigv4", f"aws:amz:{REGION}:s3",
              "--user", f"{ACCESS_KEY}:{SECRET_KEY}", "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD",
              url], check=True, stdout=subprocess.DEVNULL)
+
+
+def s3_object(endpoint, bucket, key, head=False):
+    """(HTTP status, headers lowercased, body) of a GET or HEAD of s3://bucket/key, asked with
+    curl's own SigV4: an independent client to look at what packrec uploaded."""
+    url = f"{endpoint}/{bucket}/{urllib.parse.quote(key)}"
+    with tempfile.NamedTemporaryFile() as body:
+        run = subprocess.run(
+            ["curl", "-sS", "-D", "-", *(["-I"] if head else ["-o", body.name]),
+             "--aws-sigv4", f"aws:amz:{REGION}:s3", "--user", f"{ACCESS_KEY}:{SECRET_KEY}",
+             "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", url], capture_output=True,
+            check=True)
+        payload = pathlib.Path(body.name).read_bytes()
+    lines = run.stdout.decode().split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if sep:
+            headers[name.strip().lower()] = value.strip()
+    return status, headers, payload
 
 
 def _sign(key, text):
@@ -266,7 +288,7 @@ class FaultProxy:
             problem = check_sigv4(handler.command, handler.path, headers, self.sigv4_secrets)
             if problem:
                 with self.lock:
-                    self.signature_failures.append(problem)
+                    self.signature_failures.append(f"{handler.command} {handler.path}: {problem}")
                 self._answer(handler, 403, {}, (
                     "<Error><Code>SignatureDoesNotMatch</Code><Message>" + problem +
                     "</Message></Error>").encode())
@@ -307,9 +329,11 @@ class FaultProxy:
             flipped = bytearray(payload)
             flipped[len(flipped) // 2] ^= 0x10
             payload = bytes(flipped)
-        self._answer(handler, response.status, answer_headers,
-                     b"" if handler.command == "HEAD" else payload,
-                     length=len(payload))
+        if handler.command == "HEAD":  # no body: the object's length is passed on as it is
+            self._answer(handler, response.status, answer_headers, b"",
+                         length=int(response.getheader("Content-Length") or 0))
+            return
+        self._answer(handler, response.status, answer_headers, payload, length=len(payload))
 
     @staticmethod
     def _answer(handler, status, headers, payload, length=None):

@@ -118,7 +118,8 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
                    "Image folder, list file, container file, glob ('train-*.tar') or brace "
                    "pattern ('train-{000000..000127}.tar'), MDS or LMDB directory, dataset")
       ->required();
-  command->add_option("OUT", args->output, "Dataset directory to create")->required();
+  command->add_option("OUT", args->output, "Dataset directory to create, or an s3:// URL")
+      ->required();
   // Empty unless given: the output's name then says it (data.h5, data.lmdb), else shard.
   command->add_option("--format", args->options.writer.format, FormatHelp())
       ->check(CLI::IsMember(WritableFormats()));
@@ -283,6 +284,10 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
                     "Continue the conversion into OUT that was killed or stopped by a write "
                     "error, from its last resume point (same SRC and options; a finished one is "
                     "left as it is; nothing to continue: a plain conversion)");
+  command->add_option("--staging", args->options.staging_dir,
+                      "OUT is an s3:// URL: the local folder the dataset is written to before "
+                      "each shard is uploaded (default: $PACKREC_STAGING_DIR, else "
+                      "/var/tmp/packrec-upload); needs room for the whole dataset");
   command->add_flag("-q,--quiet", args->quiet,
                     "No progress line and no summary (warnings, rejects and resumed records are "
                     "still printed)");
