@@ -72,17 +72,31 @@ class Record(tuple):
         return f"Record(key={self.key!r}, label={self.label!r}, fields={sorted(self.fields)})"
 
 
-def open(path, verify_checksums=True):  # noqa: A001 - packrec.open, like gzip.open
-    """Opens the dataset at `path` (shard directory, LMDB environment or HDF5 file), or several
-    given as a list: one dataset of their records in order (torch's ConcatDataset; ds.paths and
-    ds.part_sizes say where each starts).
+def open(path, verify_checksums=True, cache=None, cache_size=None, timeout=None):  # noqa: A001
+    """Opens the dataset at `path` (shard directory, LMDB environment or HDF5 file, or a shard
+    dataset at an https:// or s3:// URL), or several given as a list: one dataset of their
+    records in order (torch's ConcatDataset; ds.paths and ds.part_sizes say where each starts).
 
     len(ds), ds[i] -> (bytes, label, key) with negative indices, iteration, ds.record(i),
     ds.info(), ds.verify(deep=False). verify_checksums=False skips the per-read xxHash check.
+
+    URLs only (docs/remote.md): cache, a local directory shared by every process that names it
+    (DataLoader workers, ranks), holding at most cache_size bytes (an int or '50GiB'; required
+    with cache); timeout, seconds without an answer before a request is tried again. Unset, the
+    PACKREC_CACHE_DIR / PACKREC_CACHE_SIZE / PACKREC_REMOTE_TIMEOUT variables apply. The dataset
+    pickles with them, so workers share the cache.
     """
-    if isinstance(path, (list, tuple)):
-        return Dataset([os.fspath(p) for p in path], verify_checksums)
-    return Dataset(os.fspath(path), verify_checksums)
+    paths = [os.fspath(p) for p in path] if isinstance(path, (list, tuple)) else [os.fspath(path)]
+    if cache is None and cache_size is None and timeout is None:
+        return Dataset(paths, verify_checksums)
+    if cache is not None and cache_size is None:
+        raise errors.InvalidArgumentError("cache needs cache_size (a byte count, or like '50GiB')")
+    size = _size_bytes("cache_size", cache_size) if cache_size is not None else 0
+    if isinstance(timeout, bool) or (timeout is not None and not (
+            isinstance(timeout, numbers.Real) and timeout > 0)):
+        raise errors.InvalidArgumentError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    return Dataset(paths, verify_checksums, cache_dir=os.fspath(cache) if cache else "",
+                   cache_size_bytes=size, timeout_seconds=float(timeout or 0))
 
 
 def _choice(name, value, allowed):

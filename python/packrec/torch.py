@@ -39,17 +39,21 @@ class Dataset(torch.utils.data.Dataset):
     of names (a dict of them, e.g. ("boxes", "labels") for torchvision's detection models), or a
     callable given the whole record (packrec Dataset.sample's dict) that returns the target.
     transform / target_transform: applied to the image / target, as torchvision datasets do.
+    cache / cache_size / timeout: for a dataset at a URL, as packrec.open takes them; every
+    DataLoader worker reads through the same cache.
     """
 
     def __init__(self, path, transform=None, target_transform=None, decode="pil",
-                 verify_checksums=True, target="label"):
+                 verify_checksums=True, target="label", cache=None, cache_size=None, timeout=None):
         self.path = os.fspath(path)
+        # A dataset at a URL: packrec.open's cache, cache_size and timeout, for every worker.
+        self._remote = {"cache": cache, "cache_size": cache_size, "timeout": timeout}
         self.transform = transform
         self.target_transform = target_transform
         self.decode = packrec._choice("decode", decode, ("pil", "numpy", "tensor", "bytes"))
         self.verify_checksums = verify_checksums
         # Read the facts once and close: the process that reads records opens its own reader.
-        probe = packrec.open(self.path, verify_checksums)
+        probe = packrec.open(self.path, verify_checksums, **self._remote)
         info = probe.info()
         self.fields = info["fields"]
         self.target = self._check_target(target, [field["name"] for field in self.fields])
@@ -103,7 +107,7 @@ class Dataset(torch.utils.data.Dataset):
             _inherited_after_fork.append(self._reader)
             self._reader = None
         if self._reader is None:
-            self._reader = packrec.open(self.path, self.verify_checksums)
+            self._reader = packrec.open(self.path, self.verify_checksums, **self._remote)
             self._reader_pid = pid
         return self._reader
 

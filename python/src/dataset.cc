@@ -65,16 +65,39 @@ py::dict FieldSpecToPython(const FieldSpec& spec) {
   return out;
 }
 
+// What packrec.open takes for datasets at URLs (packrec/reader.h RemoteOptions); zero or empty:
+// the default (or the PACKREC_* variable). Pickled with the dataset, so DataLoader workers share
+// the parent's cache.
+struct RemoteSettings {
+  std::string cache_dir;
+  std::uint64_t cache_size_bytes = 0;
+  double timeout_seconds = 0;
+
+  static RemoteSettings FromState(const py::tuple& state, std::size_t first) {
+    RemoteSettings settings;
+    if (state.size() >= first + 3) {
+      settings.cache_dir = state[first].cast<std::string>();
+      settings.cache_size_bytes = state[first + 1].cast<std::uint64_t>();
+      settings.timeout_seconds = state[first + 2].cast<double>();
+    }
+    return settings;
+  }
+};
+
 class Dataset {
  public:
-  Dataset(std::string path, bool verify_checksums) : Dataset(std::vector{path}, verify_checksums) {}
+  Dataset(std::string path, bool verify_checksums, RemoteSettings remote = {})
+      : Dataset(std::vector{path}, verify_checksums, std::move(remote)) {}
 
   // Several paths: the datasets concatenated (ConcatenateDatasets), in this order.
-  Dataset(std::vector<std::string> paths, bool verify_checksums)
-      : paths_(std::move(paths)), verify_checksums_(verify_checksums) {
+  Dataset(std::vector<std::string> paths, bool verify_checksums, RemoteSettings remote = {})
+      : paths_(std::move(paths)), verify_checksums_(verify_checksums), remote_(std::move(remote)) {
     if (paths_.empty()) ThrowStatus(Status::InvalidArgument("open: no dataset path given"));
     OpenOptions options;
     options.verify_checksums = verify_checksums;
+    options.remote.cache_dir = remote_.cache_dir;
+    if (remote_.cache_size_bytes > 0) options.remote.cache_size_bytes = remote_.cache_size_bytes;
+    if (remote_.timeout_seconds > 0) options.remote.timeout_seconds = remote_.timeout_seconds;
     std::vector<std::shared_ptr<const Reader>> parts;
     for (const std::string& path : paths_) {
       Result<std::unique_ptr<Reader>> opened = [&] {
@@ -97,6 +120,7 @@ class Dataset {
   const std::vector<std::string>& paths() const { return paths_; }
   const std::vector<std::uint64_t>& part_sizes() const { return part_sizes_; }
   bool verify_checksums() const { return verify_checksums_; }
+  const RemoteSettings& remote() const { return remote_; }
   const std::shared_ptr<const Reader>& reader() const { return reader_; }
 
   // (bytes, label, key) of record `index` (negative counts from the end, as in a list).
@@ -326,6 +350,7 @@ class Dataset {
   std::vector<std::uint64_t> part_sizes_;  // each path's records, in order
   std::string path_;
   bool verify_checksums_ = true;
+  RemoteSettings remote_;
   std::shared_ptr<const Reader> reader_;
 };
 
@@ -339,9 +364,14 @@ void BindDataset(py::module_& module) {
   py::class_<Dataset>(module, "Dataset",
                       "A packrec dataset (shard, LMDB or HDF5) as a sequence of "
                       "(bytes, label, key); open it with packrec.open")
+      .def(py::init([](std::vector<std::string> paths, bool verify_checksums, std::string cache_dir,
+                       std::uint64_t cache_size_bytes, double timeout_seconds) {
+             return Dataset(std::move(paths), verify_checksums,
+                            {std::move(cache_dir), cache_size_bytes, timeout_seconds});
+           }),
+           py::arg("paths"), py::arg("verify_checksums") = true, py::arg("cache_dir") = "",
+           py::arg("cache_size_bytes") = 0, py::arg("timeout_seconds") = 0.0)
       .def(py::init<std::string, bool>(), py::arg("path"), py::arg("verify_checksums") = true)
-      .def(py::init<std::vector<std::string>, bool>(), py::arg("paths"),
-           py::arg("verify_checksums") = true)
       .def("__len__", &Dataset::size)
       .def("__getitem__", &Dataset::Get, py::arg("index"),
            "(encoded image bytes, label, key) of record `index` (the bytes a copy, owned by "
@@ -423,13 +453,16 @@ void BindDataset(py::module_& module) {
       .def(py::pickle(
           // A dataset pickles as its path: spawned DataLoader workers reopen it themselves.
           [](const Dataset& dataset) {
-            return py::make_tuple(dataset.paths(), dataset.verify_checksums());
+            const RemoteSettings& remote = dataset.remote();
+            return py::make_tuple(dataset.paths(), dataset.verify_checksums(), remote.cache_dir,
+                                  remote.cache_size_bytes, remote.timeout_seconds);
           },
           [](const py::tuple& state) {
             if (py::isinstance<py::str>(state[0])) {  // pickled by an earlier packrec
               return Dataset(state[0].cast<std::string>(), state[1].cast<bool>());
             }
-            return Dataset(state[0].cast<std::vector<std::string>>(), state[1].cast<bool>());
+            return Dataset(state[0].cast<std::vector<std::string>>(), state[1].cast<bool>(),
+                           RemoteSettings::FromState(state, 2));
           }));
 }
 

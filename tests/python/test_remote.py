@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import pathlib
+import pickle
 import struct
 import subprocess
 import sys
@@ -337,6 +338,31 @@ def test_four_workers_through_one_cache_download_each_block_once(http, datasets,
     assert epoch() == want
     assert block_requests(http, sizes) == []  # the second epoch comes from the cache
     assert check_cache_files(tmp_path / "cache") == len(first)
+
+
+def test_open_takes_the_cache_as_keywords_and_pickles_it_for_workers(http, datasets, tmp_path,
+                                                                     monkeypatch):
+    monkeypatch.setenv("PACKREC_CACHE_BLOCK", str(BLOCK))  # small blocks; no cache named here
+    url = f"{http.url}/ds.pkr"
+    with pytest.raises(errors.InvalidArgumentError, match="cache needs cache_size"):
+        packrec.open(url, cache=tmp_path / "cache")
+    with pytest.raises(errors.InvalidArgumentError, match="timeout"):
+        packrec.open(url, timeout=-1)
+    ds = packrec.open(url, cache=tmp_path / "cache", cache_size="64MiB", timeout=5)
+    want = digest_items((image, label) for image, label, _ in packrec.open(datasets["shard"]))
+    assert digest_items((image, label) for image, label, _ in ds) == want
+    filled = check_cache_files(tmp_path / "cache")
+    assert filled > 0
+    # A DataLoader worker gets the dataset pickled: the copy reads through the same cache.
+    http.reset_counts()
+    copy = pickle.loads(pickle.dumps(ds))
+    assert digest_items((image, label) for image, label, _ in copy) == want
+    sizes = {f["file"]: f["size_bytes"] for f in packrec.open(datasets["shard"]).info()["files"]}
+    assert block_requests(http, sizes) == []
+    assert copy.remote_stats()["cache_hits"] > 0
+    # The torch Dataset passes them on.
+    torch_ds = Dataset(url, decode="bytes", cache=tmp_path / "cache", cache_size="64MiB")
+    assert torch_ds[0][0] == packrec.open(datasets["shard"])[0][0]
 
 
 def test_the_cache_never_holds_more_than_its_limit(http, datasets, tmp_path, monkeypatch):

@@ -178,3 +178,11 @@ def test_killed_uploads_never_publish_a_partial_dataset_and_resume_completes(
     assert json.loads(run.stdout)["records"] == 120
     assert published(server, "killed") is not None
     assert_same_as_local("s3://out/killed", tree, tmp_path)
+
+
+def test_python_convert_writes_to_a_url_too(s3, proxy, tree):
+    import packrec
+    stats = packrec.convert(tree, "s3://out/from-python", shard_size="256KiB")
+    assert stats["records_written"] == 120, stats
+    assert published(s3[1], "from-python")["record_count"] == 120
+    assert len(packrec.open("s3://out/from-python")) == 120
