@@ -117,11 +117,15 @@ struct StorageProbe {
 
 struct AccessMeasurement {
   std::string source;  // "files" (loose files), or the dataset's format (DatasetInfo::format)
-  std::string path;
+  std::string path;    // a path, or a dataset's URL
   std::string order;   // "sequential" or "random"
-  std::string cache;   // "cold" or "warm"
-  std::string engine;  // "threads" (Reader::Read / ForEach, or read(2) of loose files), "io_uring"
-  unsigned concurrency = 1;  // readers, or io_uring queue depth
+  // "cold" or "warm"; "network" for a dataset at a URL (no page cache between it and the reads).
+  std::string cache;
+  // "threads" (Reader::Read / ForEach, or read(2) of loose files), "io_uring"; at a URL
+  // "request" (one record per request, one at a time) or "coalesced" (batches announced whole
+  // with Reader::WillNeed, as the Loader does: sorted, merged, many requests in flight).
+  std::string engine;
+  unsigned concurrency = 1;  // readers, io_uring queue depth, or records per coalesced batch
   std::uint64_t records = 0;
   std::uint64_t bytes = 0;
   double seconds = 0;
@@ -146,6 +150,10 @@ struct AccessMeasurement {
   // Cold rows on threads: records/s of each of BenchOptions::repeats passes (records_per_s is
   // their median); empty: one pass (warm rows, io_uring rows, emulated storage).
   std::vector<double> runs;
+  // Network rows: the HTTP requests they took (retries included), and for "request" rows the
+  // median seconds of one, in milliseconds.
+  std::optional<std::uint64_t> requests;
+  std::optional<double> request_latency_ms;
 };
 
 // One stage of the loader, alone or all together ("pipeline").

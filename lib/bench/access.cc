@@ -13,6 +13,7 @@
 #include "bench/bench_internal.h"
 #include "core/file_io.h"
 #include "core/random.h"
+#include "packrec/reader.h"
 
 namespace packrec::bench {
 namespace {
@@ -224,6 +225,8 @@ Result<std::unique_ptr<Source>> Source::Open(const fs::path& input) {
   const Status opened = source->OpenReader();
   if (opened.ok()) {
     source->kind_ = source->reader_->info().format;
+    // At a URL there are no local files to read with io_uring or to evict.
+    if (IsDatasetUrl(input.string())) return source;
     source->locates_records_ = source->reader_->size() > 0 && source->reader_->Locate(0).ok();
     std::error_code error;
     const fs::path dir = fs::is_directory(input, error) ? input : input.parent_path();

@@ -7,6 +7,7 @@
 
 #include "bench/bench_internal.h"
 #include "packrec/format.h"
+#include "packrec/reader.h"
 #include "packrec/version.h"
 
 namespace packrec {
@@ -116,7 +117,12 @@ Result<BenchReport> RunBench(const BenchOptions& options, const BenchProgress& p
   report.load_before = bench::LoadAverage();
   const bench::CpuTimes cpu_before = bench::ReadCpuTimes();
 
-  if (options.probe_storage) {
+  const bool first_is_url = IsDatasetUrl(options.inputs.front().string());
+  if (first_is_url) {
+    report.storage.skipped =
+        "the data is at a URL: the probe measures a local device (the network rows below stand "
+        "for it)";
+  } else if (options.probe_storage) {
     PACKREC_ASSIGN_OR_RETURN(report.storage,
                              bench::ProbeStorage(plan, options.inputs.front(), progress));
   } else {
@@ -125,13 +131,16 @@ Result<BenchReport> RunBench(const BenchOptions& options, const BenchProgress& p
 
   for (const auto& source : sources) {
     PACKREC_ASSIGN_OR_RETURN(std::vector<AccessMeasurement> rows,
-                             bench::MeasureAccess(*source, plan, report.storage, progress));
+                             IsDatasetUrl(source->path().string())
+                                 ? bench::MeasureNetworkAccess(*source, plan, progress)
+                                 : bench::MeasureAccess(*source, plan, report.storage, progress));
     report.access.insert(report.access.end(), rows.begin(), rows.end());
   }
   if (!plan.uring_unavailable.empty()) {
     report.notes.push_back("no io_uring rows: " + plan.uring_unavailable);
   } else if (std::none_of(sources.begin(), sources.end(),
-                          [](const auto& source) { return source->locates_records(); })) {
+                          [](const auto& source) { return source->locates_records(); }) &&
+             !first_is_url) {
     report.notes.push_back("io_uring rows are measured for shard datasets only (none given)");
   }
   // The stages run on one dataset: shards first, then any packed dataset, then loose files.

@@ -142,6 +142,10 @@ std::optional<DeviceReads> ReadsBetween(const std::optional<DeviceReads>& before
                                         const std::optional<DeviceReads>& after);
 
 // The access-pattern grid of one source: order x cache x readers, and io_uring for shards.
+// A dataset at a URL (network.cc): one request at a time (its latency), and batches announced
+// whole (WillNeed), at random and in order, with the requests they took.
+Result<std::vector<AccessMeasurement>> MeasureNetworkAccess(const Source& source, const Plan& plan,
+                                                            const BenchProgress& progress);
 Result<std::vector<AccessMeasurement>> MeasureAccess(Source& source, const Plan& plan,
                                                      const StorageProbe& probe,
                                                      const BenchProgress& progress);

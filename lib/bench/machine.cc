@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "bench/bench_internal.h"
+#include "packrec/reader.h"
 #include "pipeline/cuda_runtime.h"
 
 namespace packrec::bench {
@@ -117,13 +118,23 @@ MachineInfo DescribeMachine(const fs::path& data_path, int cuda_device) {
   utsname name{};
   if (::uname(&name) == 0) machine.kernel = std::string(name.sysname) + " " + name.release;
   machine.data_path = data_path.string();
+  machine.gpu = cuda::DeviceCount() > cuda_device ? cuda::DeviceName(cuda_device)
+                                                  : "none: " + cuda::Unavailable();
+  if (IsDatasetUrl(machine.data_path)) {
+    // No filesystem or device of this machine holds the data: the network does.
+    const std::string scheme = machine.data_path.substr(0, machine.data_path.find(':'));
+    machine.data_filesystem = scheme;
+    machine.data_device = "network";
+    machine.data_device_flag = "unknown";
+    machine.data_device_kind = "network";
+    machine.data_device_kind_from = "URL";
+    return machine;
+  }
   machine.data_filesystem = FilesystemType(data_path, &machine.data_device);
   // AnalyzeBench replaces the kind with the probe's measurement where it can.
   machine.data_device_flag = DeviceKind(data_path);
   machine.data_device_kind = machine.data_device_flag;
   machine.data_device_kind_from = "kernel flag";
-  machine.gpu = cuda::DeviceCount() > cuda_device ? cuda::DeviceName(cuda_device)
-                                                  : "none: " + cuda::Unavailable();
   return machine;
 }
 

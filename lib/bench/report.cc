@@ -156,6 +156,7 @@ std::string MeasuredDeviceClass(const StorageProbe& probe) {
 
 void DeviceClass(BenchReport& report) {
   MachineInfo& machine = report.machine;
+  if (machine.data_device_kind_from == "URL") return;  // the network, as DescribeMachine says
   const std::string measured = MeasuredDeviceClass(report.storage);
   if (measured.empty()) {
     machine.data_device_kind = machine.data_device_flag;
@@ -327,8 +328,15 @@ void FormatFindings(const BenchOptions& options, BenchReport& report, Analysis& 
 void StageFindings(BenchReport& report, Analysis& analysis) {
   analysis.threads = MaxThreads(report.stages, "decode+augment");
   const unsigned threads = analysis.threads;
+  // A dataset at a URL: the loader reads it in coalesced batches (the "network" row below), not
+  // one request per record as the read stage does.
+  const AccessMeasurement* network = Best(report.access, [&](const AccessMeasurement& row) {
+    return row.path == report.stage_source && row.cache == "network" && row.engine == "coalesced" &&
+           row.order == "random";
+  });
   std::vector<Candidate> candidates;
   for (const char* name : {"read", "decode+augment", "collate", "upload"}) {
+    if (network != nullptr && std::string(name) == "read") continue;
     const StageMeasurement* stage =
         FindStage(report.stages, name, std::string(name) == "decode+augment" ? threads : 0);
     if (stage != nullptr && stage->images_per_s > 0)
@@ -341,6 +349,7 @@ void StageFindings(BenchReport& report, Analysis& analysis) {
   if (cold_stage_source != nullptr) {
     candidates.push_back({"storage", cold_stage_source->records_per_s});
   }
+  if (network != nullptr) candidates.push_back({"network", network->records_per_s});
   std::string stage_line;
   for (const Candidate& candidate : candidates) {
     stage_line +=
@@ -719,6 +728,58 @@ std::vector<BenchAdvice> Advice(const BenchOptions& options, const BenchReport& 
   return advice;
 }
 
+// A dataset at a URL: what a request costs, what coalescing saves, and, when the network is the
+// bottleneck, the knobs that move it: prefetch deep enough to cover a batch's fetch, the cache
+// for every epoch after the first, windowed shuffle for fewer, larger requests.
+void NetworkFindings(BenchReport& report) {
+  const auto row_of = [&](const char* engine, const char* order) {
+    return Best(report.access, [&](const AccessMeasurement& row) {
+      return row.path == report.stage_source && row.cache == "network" && row.engine == engine &&
+             row.order == order;
+    });
+  };
+  const AccessMeasurement* single = row_of("request", "random");
+  const AccessMeasurement* random = row_of("coalesced", "random");
+  const AccessMeasurement* in_order = row_of("coalesced", "sequential");
+  if (single == nullptr || random == nullptr || random->records == 0) return;
+  const auto per_batch = [](const AccessMeasurement& row) {
+    const double batches =
+        std::ceil(static_cast<double>(row.records) / std::max(1u, row.concurrency));
+    return static_cast<double>(row.requests.value_or(0)) / std::max(1.0, batches);
+  };
+  const double latency_ms = single->request_latency_ms.value_or(0);
+  std::string line = "network: one request takes " + Fixed(latency_ms, 1) +
+                     " ms (median); a random batch of " + std::to_string(random->concurrency) +
+                     " takes " + Fixed(per_batch(*random), 1) + " requests after coalescing (" +
+                     Grouped(random->records_per_s) + " records/s)";
+  if (in_order != nullptr && in_order->records > 0) {
+    line += ", a batch in order " + Fixed(per_batch(*in_order), 1) + " (" +
+            Grouped(in_order->records_per_s) + " records/s)";
+  }
+  report.findings.push_back(line);
+  if (report.bottleneck != "network") return;
+  const double batch_seconds =
+      static_cast<double>(random->concurrency) / std::max(1.0, random->records_per_s);
+  report.findings.push_back(
+      "the network is the bottleneck: a random batch takes " + Fixed(batch_seconds * 1000, 0) +
+      " ms to fetch; the loader's prefetch overlaps fetches with decoding but cannot make the "
+      "link faster");
+  report.advice.push_back(
+      {"cache", "a local directory",
+       "packrec.open(url, cache=DIR, cache_size=SIZE), packrec.torch.Dataset(url, cache=DIR, "
+       "cache_size=SIZE), or PACKREC_CACHE_DIR and PACKREC_CACHE_SIZE",
+       std::nullopt,
+       "every epoch after the first reads from local disk (docs/remote.md, \"The cache\")"});
+  if (in_order != nullptr && in_order->records_per_s > 1.2 * random->records_per_s) {
+    report.advice.push_back(
+        {"shuffle", "windowed", "packrec.Loader(shuffle=\"windowed\")", in_order->records_per_s,
+         "batches drawn from a window of consecutive records coalesce into fewer, larger "
+         "requests: " +
+             Grouped(in_order->records_per_s) + " records/s in order against " +
+             Grouped(random->records_per_s) + " at random"});
+  }
+}
+
 std::string RecommendationText(const std::vector<BenchAdvice>& advice) {
   std::string text;
   for (const BenchAdvice& item : advice) {
@@ -754,6 +815,7 @@ void AnalyzeBench(const BenchOptions& options, BenchReport& report) {
   LoaderFindings(options, report, analysis);
   NoiseNotes(report);
   report.advice = Advice(options, report, analysis);
+  NetworkFindings(report);
   report.recommendation = RecommendationText(report.advice);
 }
 
@@ -807,6 +869,8 @@ json AccessJson(const BenchReport& report) {
     item["runs"] = row.runs;
     item["limits_seconds"] = row.limits_seconds ? json(*row.limits_seconds) : json();
     item["limited_by"] = row.limited_by;
+    item["requests"] = row.requests ? json(*row.requests) : json();
+    item["request_latency_ms"] = row.request_latency_ms ? json(*row.request_latency_ms) : json();
     if (row.eviction) {
       const CacheEviction& e = *row.eviction;
       item["eviction"] = {{"files", e.files},
@@ -1020,10 +1084,16 @@ void AccessTable(const BenchReport& report, std::ostringstream& out) {
       resident = Grouped(static_cast<double>(row.eviction->resident_after)) + "/" +
                  Grouped(static_cast<double>(row.eviction->pages)) + " pages" +
                  (row.eviction->verified() ? "" : " (NOT cold)");
+    } else if (row.requests) {  // a network row: its requests (the column is free for it)
+      resident =
+          Grouped(static_cast<double>(*row.requests)) + " requests" +
+          (row.request_latency_ms ? ", " + Fixed(*row.request_latency_ms, 1) + " ms each" : "");
     }
+    std::string readers = std::to_string(row.concurrency);
+    if (row.engine == "io_uring") readers = "qd " + readers;
+    if (row.engine == "coalesced") readers = "batch " + readers;
     access.Add({SourceName(row.source), row.order,
-                row.cache + (row.served_by_cache_below ? "*" : ""),
-                (row.engine == "io_uring" ? "qd " : "") + std::to_string(row.concurrency),
+                row.cache + (row.served_by_cache_below ? "*" : ""), readers,
                 Grouped(row.records_per_s), Fixed(row.mb_per_s, 1),
                 row.device_bandwidth_share ? Percent(*row.device_bandwidth_share) : "-", resident});
   }

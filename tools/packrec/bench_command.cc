@@ -133,14 +133,6 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
   command->callback([args, &exit_code] {
     BenchOptions options = args->options;
     for (const std::string& input : args->inputs) {
-      if (IsDatasetUrl(input)) {
-        exit_code =
-            Fail("bench",
-                 Status::NotSupported("bench measures local storage; " + input +
-                                      " is a URL (benchmarks/remote_bench.py measures the loader "
-                                      "over HTTP and S3, docs/remote.md)"));
-        return;
-      }
       options.inputs.emplace_back(input);
     }
     options.quick = args->quick;
