@@ -329,8 +329,9 @@ bool IsDatasetUrl(std::string_view path) {
 }
 
 struct ObjectStore::Impl {
-  std::string base;  // http(s) URL of the dataset "directory", no trailing '/'
-  bool s3 = false;   // an s3:// URL: writes are possible
+  std::string base;   // http(s) URL of the dataset "directory", no trailing '/'
+  std::string shown;  // the URL as the user gave it (s3://...), which errors name instead of base
+  bool s3 = false;    // an s3:// URL: writes are possible
   bool signed_s3 = false;
   std::string sigv4;  // "aws:amz:REGION:s3"
   std::string userpwd;
@@ -614,7 +615,18 @@ struct ObjectStore::Impl {
       curl_easy_cleanup(handle);
     }
     GiveBack(multi);
-    return failure;
+    return Shown(std::move(failure));
+  }
+
+  // An error names the object by the user's URL (s3://bucket/key/name), not the endpoint's.
+  Status Shown(Status status) const {
+    if (status.ok() || shown.empty() || shown == base) return status;
+    std::string message = status.message();
+    for (auto at = message.find(base); at != std::string::npos;
+         at = message.find(base, at + shown.size())) {
+      message.replace(at, base.size(), shown);
+    }
+    return Status(status.code(), std::move(message));
   }
 };
 
@@ -732,6 +744,7 @@ Result<std::shared_ptr<ObjectStore>> ObjectStore::ForUrl(std::string_view url,
   } else {
     impl->base = trimmed;
   }
+  impl->shown = trimmed;
   return std::shared_ptr<ObjectStore>(new ObjectStore(trimmed, options, std::move(impl)));
 }
 

@@ -207,7 +207,7 @@ class FaultProxy:
     """Forwards HTTP/1.1 requests to `upstream` (http://127.0.0.1:PORT), keeping connections
     alive. Settable at any time (attributes): delay_ms per request, reset_share, error_share
     (answered 503), flip_share (one body byte flipped, only in 206 answers), stall (accept and
-    never answer), sigv4_secrets (check every request's signature; 403 when wrong). Counts
+    never answer), deny_methods (answered 403), sigv4_secrets (check every request's signature; 403 when wrong). Counts
     requests and the Range headers it saw."""
 
     def __init__(self, upstream, seed=1):
@@ -217,6 +217,7 @@ class FaultProxy:
         self.error_share = 0.0
         self.flip_share = 0.0
         self.stall = False
+        self.deny_methods = set()  # e.g. {"PUT"}: answered 403 AccessDenied
         self.sigv4_secrets = None
         self.lock = threading.Lock()
         self.random = random.Random(seed)
@@ -293,6 +294,9 @@ class FaultProxy:
                     "<Error><Code>SignatureDoesNotMatch</Code><Message>" + problem +
                     "</Message></Error>").encode())
                 return
+        if handler.command in self.deny_methods:
+            self._answer(handler, 403, {}, b"<Error><Code>AccessDenied</Code></Error>")
+            return
         if self._draw(self.reset_share):
             with self.lock:
                 self.faults += 1

@@ -186,3 +186,22 @@ def test_python_convert_writes_to_a_url_too(s3, proxy, tree):
     assert stats["records_written"] == 120, stats
     assert published(s3[1], "from-python")["record_count"] == 120
     assert len(packrec.open("s3://out/from-python")) == 120
+
+
+def test_a_refused_upload_names_the_object_keeps_the_staging_and_resume_finishes(
+        s3, proxy, tree):
+    _, server, staging = s3
+    proxy.deny_methods = {"PUT", "POST"}  # reads pass, writes are refused (a read-only key)
+    try:
+        run = cli("convert", tree, "s3://out/denied", "--shard-size", "256KiB", check=False)
+    finally:
+        proxy.deny_methods = set()
+    assert run.returncode == 6, run.stderr
+    assert "PUT s3://out/denied/shard-" in run.stderr and "access denied" in run.stderr, run.stderr
+    assert "resuming uploads only what s3://out/denied lacks" in run.stderr, run.stderr
+    assert published(server, "denied") is None
+    assert any((path / "manifest.json").exists() for path in staging.iterdir())  # kept whole
+    done = cli("convert", tree, "s3://out/denied", "--shard-size", "256KiB", "--resume", "--json")
+    assert json.loads(done.stdout)["records"] == 120
+    assert published(server, "denied")["record_count"] == 120
+    cli("verify", "s3://out/denied")
