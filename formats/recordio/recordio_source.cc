@@ -53,7 +53,7 @@ class RecordIoSource final : public FileListSource {
     for (;;) {
       if (!in_.is_open()) {
         if (file_index_ == files_.size()) return false;
-        if (Status open = in_.Open(files_[file_index_]); !open.ok()) {
+        if (Status open = OpenCurrent(in_, options_); !open.ok()) {
           RejectUnopenedFile(record, open);
           return true;
         }

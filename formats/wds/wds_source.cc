@@ -218,7 +218,10 @@ class WdsSource final : public FileListSource {
     archive_read_support_filter_all(archive_);  // .tar.gz, .tar.zst, ... as well
     // Opened as the TFRecord and RecordIO importers open their files: a FIFO a glob matched is
     // refused, never waited on (a tar is read from a regular file).
-    Result<std::unique_ptr<RandomAccessFile>> opened = RandomAccessFile::Open(files_[file_index_]);
+    const Result<std::filesystem::path> local = LocalFile(options_);
+    Result<std::unique_ptr<RandomAccessFile>> opened =
+        local.ok() ? RandomAccessFile::Open(*local)
+                   : Result<std::unique_ptr<RandomAccessFile>>(local.status());
     const Result<std::uint64_t> size =
         opened.ok() ? (*opened)->RegularFileSize() : Result<std::uint64_t>(opened.status());
     if (!size.ok()) {

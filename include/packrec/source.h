@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -84,6 +85,11 @@ struct SourceOptions {
   // the same requests made again on the reading thread cost it time (docs/benchmarks.md).
   // Caffe LMDBs keep theirs: their pages need not lie in file order, as that thread assumes.
   bool read_ahead = true;
+  // Files at URLs (OpenRecordSource sets it; callers leave it empty): called with the index of
+  // the file the source is about to open, it returns the local copy to read, downloaded ahead
+  // and removed once a later file is asked for; errors name the URL. Record origins and keys
+  // still name the URL. Empty: the files are local paths, read where they are.
+  std::function<Result<std::filesystem::path>(std::size_t file_index)> local_copy;
 };
 
 // One record of a source. A record the source could not read (bad CRC, truncated member, a

@@ -22,6 +22,7 @@
 #include "storage/field_block.h"
 #include "storage/json_util.h"
 #include "storage/object_store.h"
+#include "storage/remote_files.h"
 #include "storage/source_util.h"
 #include "tfrecord/tfrecord_format.h"
 #include "wds/wds_format.h"
@@ -278,8 +279,13 @@ Result<SourceFormat> ParseSourceFormat(std::string_view name) {
 
 Result<std::vector<fs::path>> ExpandSourceSpec(const std::string& spec) {
   std::vector<std::string> patterns;
-  // A URL names one dataset (docs/remote.md): no braces or globs over object storage yet.
-  if (IsRemoteUrl(spec)) return std::vector<fs::path>{fs::path(spec)};
+  if (IsRemoteUrl(spec)) {
+    // A dataset's URL, or container files at URLs: braces, and globs over an S3 prefix.
+    PACKREC_RETURN_IF_ERROR(ExpandBraces(spec, patterns));
+    PACKREC_ASSIGN_OR_RETURN(const std::vector<std::string> urls,
+                             ExpandUrlPattern(patterns, RemoteOptions{}));
+    return std::vector<fs::path>(urls.begin(), urls.end());
+  }
   std::error_code error;
   // A path that exists is taken as it is, braces and all.
   if (fs::exists(spec, error)) {
@@ -312,8 +318,19 @@ Result<std::vector<fs::path>> ExpandSourceSpec(const std::string& spec) {
 Result<SourceFormat> DetectSourceFormat(const std::string& spec) {
   PACKREC_ASSIGN_OR_RETURN(const std::vector<fs::path> files, ExpandSourceSpec(spec));
   const fs::path& first = files.front();
-  // Of the sources, only packrec's shard datasets are read from URLs so far.
-  if (IsRemoteUrl(first.string())) return SourceFormat::kPackrec;
+  // At URLs: WebDataset, TFRecord and RecordIO files by their names, else a shard dataset.
+  if (IsRemoteUrl(first.string())) {
+    const SourceFormat by_name = FormatOfName(first.filename().string());
+    if (by_name == SourceFormat::kWebDataset || by_name == SourceFormat::kTfRecord ||
+        by_name == SourceFormat::kRecordIo) {
+      return by_name;
+    }
+    if (files.size() > 1) {
+      return Status::InvalidArgument("cannot tell what " + spec + " holds from " + first.string() +
+                                     "; pass --from");
+    }
+    return SourceFormat::kPackrec;
+  }
   std::error_code error;
   if (files.size() == 1) {
     if (fs::is_directory(first, error)) {
@@ -363,6 +380,35 @@ Result<SourceFormat> DetectSourceFormat(const std::string& spec) {
   return SourceFormat::kListFile;
 }
 
+namespace {
+
+// Container files at URLs stream through a spool of local copies (storage/remote_files.h); a
+// shard dataset's URL is read in place.
+Result<std::unique_ptr<RecordSource>> OpenUrlSource(std::vector<fs::path> files,
+                                                    SourceFormat format, SourceOptions options) {
+  if (format == SourceFormat::kPackrec && files.size() == 1) {
+    PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<Reader> reader, OpenDataset(files.front()));
+    return std::unique_ptr<RecordSource>(new PackrecSource(files.front(), std::move(reader)));
+  }
+  if (format != SourceFormat::kWebDataset && format != SourceFormat::kTfRecord &&
+      format != SourceFormat::kRecordIo) {
+    return Status::NotSupported("--from " + std::string(SourceFormatName(format)) +
+                                " is not read from URLs (WebDataset, TFRecord and RecordIO " +
+                                "files and shard datasets are): copy it to local disk first");
+  }
+  std::vector<std::string> urls(files.begin(), files.end());
+  PACKREC_ASSIGN_OR_RETURN(std::shared_ptr<RemoteFileSpool> spool,
+                           RemoteFileSpool::Create(std::move(urls), RemoteOptions{}));
+  options.local_copy = [spool](std::size_t index) { return spool->Acquire(index); };
+  if (format == SourceFormat::kWebDataset) return wds::OpenWdsSource(std::move(files), options);
+  if (format == SourceFormat::kTfRecord) {
+    return tfrecord::OpenTfRecordSource(std::move(files), options);
+  }
+  return recordio::OpenRecordIoSource(std::move(files), options);
+}
+
+}  // namespace
+
 Result<std::unique_ptr<RecordSource>> OpenRecordSource(const std::string& spec, SourceFormat format,
                                                        const SourceOptions& given_options) {
   PACKREC_ASSIGN_OR_RETURN(std::vector<fs::path> files, ExpandSourceSpec(spec));
@@ -376,6 +422,9 @@ Result<std::unique_ptr<RecordSource>> OpenRecordSource(const std::string& spec, 
                                                               &exported_files, &exported_fields));
   }
   SourceOptions options = given_options;
+  if (IsRemoteUrl(files.front().string())) {
+    return OpenUrlSource(std::move(files), format, std::move(options));
+  }
   if (was_exported && exported == format) {
     if (exported_files.empty()) {
       return Status::NotFound(files.front().string() + " lists no data files");

@@ -266,6 +266,7 @@ bool TransientCurlError(CURLcode code) {
     case CURLE_HTTP2:
     case CURLE_HTTP2_STREAM:
     case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_WEIRD_SERVER_REPLY:  // a garbled answer on a kept-alive connection: ask again
       return true;
     default:
       return false;
@@ -313,6 +314,47 @@ std::string XmlEscape(std::string_view text) {
         break;
       default:
         out += c;
+    }
+  }
+  return out;
+}
+
+std::string XmlUnescape(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '&') {
+      out += text[i];
+      continue;
+    }
+    static constexpr std::pair<std::string_view, char> kEntities[] = {
+        {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}};
+    bool known = false;
+    for (const auto& [entity, c] : kEntities) {
+      if (text.substr(i, entity.size()) == entity) {
+        out += c;
+        i += entity.size() - 1;
+        known = true;
+        break;
+      }
+    }
+    if (!known) out += '&';
+  }
+  return out;
+}
+
+// A query value as SigV4's canonical form spells it (every byte but A-Z a-z 0-9 - _ . ~
+// percent-encoded, '/' included), so that libcurl signs what S3 checks.
+std::string EscapeQuery(std::string_view value) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const char c : value) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (std::isalnum(byte) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += c;
+    } else {
+      out += '%';
+      out += kHex[byte >> 4];
+      out += kHex[byte & 15];
     }
   }
   return out;
@@ -900,6 +942,54 @@ Status ObjectStore::UploadParts(std::string_view name, const std::string& upload
                            ErrorDetail(std::string(text.substr(0, 512))));
   }
   return Status::OK();
+}
+
+Status ObjectStore::Download(std::string_view name, const std::filesystem::path& file) const {
+  constexpr std::uint64_t kChunkBytes = 8 << 20;
+  constexpr std::size_t kChunksInFlight = 8;
+  PACKREC_ASSIGN_OR_RETURN(const std::optional<ObjectHead> head, Head(name));
+  if (!head) return Status::NotFound(NameUrl(name) + ": no such object");
+  PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> out, WritableFile::Create(file));
+  std::vector<std::vector<std::byte>> buffers(kChunksInFlight);
+  for (std::uint64_t offset = 0; offset < head->size;) {
+    std::vector<Range> ranges;
+    for (std::size_t i = 0; i < kChunksInFlight && offset < head->size; ++i) {
+      buffers[i].resize(std::min(kChunkBytes, head->size - offset));
+      ranges.push_back({std::string(name), offset, buffers[i]});
+      offset += buffers[i].size();
+    }
+    PACKREC_RETURN_IF_ERROR(Fetch(ranges));
+    for (const Range& range : ranges) PACKREC_RETURN_IF_ERROR(out->Append(range.out));
+  }
+  return out->Close();
+}
+
+Result<std::vector<std::string>> ObjectStore::ListKeys(std::string_view prefix) const {
+  if (!impl_->s3) {
+    return Status::NotSupported("cannot list " + url_ + ": a pattern over a URL needs s3:// " +
+                                "(plain HTTP has no listing); name the files, or use braces");
+  }
+  std::vector<std::string> keys;
+  std::string token;
+  do {
+    std::string query = "?list-type=2&prefix=" + EscapeQuery(prefix);
+    if (!token.empty())
+      query = "?continuation-token=" + EscapeQuery(token) + "&list-type=2" +
+              "&prefix=" + EscapeQuery(prefix);
+    std::vector<std::byte> answer;
+    std::vector<Transfer> list(1);
+    list[0].url = impl_->base + query;
+    list[0].whole = &answer;
+    PACKREC_RETURN_IF_ERROR(impl_->Run(list, options_));
+    const std::string_view xml(reinterpret_cast<const char*>(answer.data()), answer.size());
+    for (auto at = xml.find("<Contents>"); at != std::string_view::npos;
+         at = xml.find("<Contents>", at + 1)) {
+      keys.push_back(XmlUnescape(XmlElement(xml.substr(at), "Key")));
+    }
+    token = XmlElement(xml, "IsTruncated") == "true" ? XmlElement(xml, "NextContinuationToken")
+                                                     : std::string();
+  } while (!token.empty());
+  return keys;
 }
 
 Reader::RemoteStats ObjectStore::counters() const {

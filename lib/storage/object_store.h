@@ -92,6 +92,13 @@ class ObjectStore {
   // Deletes object `name`; OK when it was not there.
   Status Delete(std::string_view name) const;
 
+  // Object `name` copied to the local file `file` (created), in ranged GETs of 8 MiB, up to 8 in
+  // flight: large objects (a WebDataset tar) never sit whole in memory.
+  Status Download(std::string_view name, const std::filesystem::path& file) const;
+  // s3:// stores made for a bucket (s3://bucket): the keys that start with `prefix`, in S3's
+  // order (ListObjectsV2, every page). NotSupported for http(s), which has no listing.
+  Result<std::vector<std::string>> ListKeys(std::string_view prefix) const;
+
   Reader::RemoteStats counters() const;  // requests (retries included), retries, body bytes
   const RemoteOptions& options() const { return options_; }
 

@@ -127,6 +127,17 @@ class FileListSource : public RecordSource {
   // image that cannot be opened is one reject too, so under --on-error skip the rest of the
   // source converts and the rejects report says which file was left out.
   void RejectUnopenedFile(SourceRecord& record, const Status& why);
+  // The current file where it can be read: itself, or its local copy when it is at a URL
+  // (SourceOptions::local_copy), waiting for the download.
+  Result<std::filesystem::path> LocalFile(const SourceOptions& options) const {
+    if (options.local_copy) return options.local_copy(file_index_);
+    return files_[file_index_];
+  }
+  // Opens the current file (LocalFile) in `in`.
+  Status OpenCurrent(SequentialFile& in, const SourceOptions& options) const {
+    PACKREC_ASSIGN_OR_RETURN(const std::filesystem::path local, LocalFile(options));
+    return in.Open(local);
+  }
 
   std::vector<std::filesystem::path> files_;
   std::size_t file_index_ = 0;  // the file read now, or files_.size() at the end

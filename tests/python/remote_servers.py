@@ -346,7 +346,7 @@ class FaultProxy:
             handler.send_header(name, value)
         handler.send_header("Content-Length", str(len(payload) if length is None else length))
         handler.end_headers()
-        if payload:
+        if payload and handler.command != "HEAD":  # a HEAD answer has no body, whatever its status
             handler.wfile.write(payload)
 
 
