@@ -21,9 +21,11 @@
 #include "core/file_io.h"
 #include "core/output_dir.h"
 #include "dataset/registry.h"
+#include "ingest/url_output.h"
 #include "packrec/image.h"
 #include "packrec/reader.h"
 #include "packrec/writer.h"
+#include "storage/object_store.h"
 
 namespace packrec {
 namespace {
@@ -64,13 +66,46 @@ bool IsPartName(const std::string& name) {
   return false;
 }
 
-// The part datasets named by `paths`: each a part, or a directory of parts.
-std::vector<fs::path> ExpandParts(const std::vector<fs::path>& paths) {
+// The parts inside the S3 "folder" `url` (s3://bucket/parts: every part-*-of-*.pkr/ holding a
+// manifest.json), sorted; empty when `url` is a dataset itself, or not on S3.
+Result<std::vector<fs::path>> PartsAtUrl(const std::string& url) {
+  std::vector<fs::path> parts;
+  if (!url.starts_with("s3://")) return parts;
+  PACKREC_ASSIGN_OR_RETURN(const std::shared_ptr<ObjectStore> at,
+                           ObjectStore::ForUrl(url, RemoteOptions{}));
+  PACKREC_ASSIGN_OR_RETURN(const std::optional<ObjectStore::ObjectHead> manifest,
+                           at->Head("manifest.json"));
+  if (manifest) return parts;
+  std::string rest = url.substr(5);
+  while (!rest.empty() && rest.back() == '/') rest.pop_back();
+  const auto slash = rest.find('/');
+  const std::string bucket = "s3://" + rest.substr(0, slash);
+  const std::string prefix = slash == std::string::npos ? "" : rest.substr(slash + 1) + "/";
+  PACKREC_ASSIGN_OR_RETURN(const std::shared_ptr<ObjectStore> store,
+                           ObjectStore::ForUrl(bucket, RemoteOptions{}));
+  PACKREC_ASSIGN_OR_RETURN(const std::vector<std::string> keys, store->ListKeys(prefix));
+  for (const std::string& key : keys) {
+    const std::string name = key.substr(prefix.size());
+    const auto end = name.find('/');
+    if (end != std::string::npos && name.substr(end) == "/manifest.json" &&
+        IsPartName(name.substr(0, end))) {
+      parts.emplace_back(bucket + "/" + prefix + name.substr(0, end));
+    }
+  }
+  std::sort(parts.begin(), parts.end());
+  return parts;
+}
+
+// The part datasets named by `paths`: each a part, or a directory of parts (local, or an S3
+// prefix).
+Result<std::vector<fs::path>> ExpandParts(const std::vector<fs::path>& paths) {
   std::vector<fs::path> out;
   for (const fs::path& path : paths) {
     std::vector<fs::path> inside;
     std::error_code error;
-    if (fs::is_directory(path, error) && !fs::exists(path / "manifest.json", error)) {
+    if (IsDatasetUrl(path.string())) {
+      PACKREC_ASSIGN_OR_RETURN(inside, PartsAtUrl(path.string()));
+    } else if (fs::is_directory(path, error) && !fs::exists(path / "manifest.json", error)) {
       for (const fs::directory_entry& entry : fs::directory_iterator(path, error)) {
         if (IsPartName(entry.path().filename().string())) {
           inside.push_back(entry.path());
@@ -198,15 +233,27 @@ Result<WriterOptions> WriterOptionsOf(const json& options, const std::string& fo
   return writer;
 }
 
+// The file's bytes, local or at a URL (a part in S3).
+Result<std::vector<std::byte>> ReadRejectsFile(const fs::path& file, std::uint64_t expected) {
+  const std::string missing = file.string() + " is missing (" + std::to_string(expected) +
+                              " rejects are recorded in the manifest)";
+  if (IsDatasetUrl(file.string())) {
+    PACKREC_ASSIGN_OR_RETURN(const std::shared_ptr<ObjectStore> store,
+                             ObjectStore::ForUrl(file.parent_path().string(), RemoteOptions{}));
+    Result<std::vector<std::byte>> bytes = store->Get(file.filename().string());
+    if (bytes.status().code() == StatusCode::kNotFound) return Status::NotFound(missing);
+    return bytes;
+  }
+  PACKREC_ASSIGN_OR_RETURN(const bool present, IsRegularFile(file));
+  if (!present) return Status::NotFound(missing);
+  // Read whole: a failed read is an error naming the file, not a list cut short.
+  return ReadWholeFile(file);
+}
+
 Result<std::vector<Reject>> ReadRejects(const fs::path& file, std::uint64_t expected) {
   std::vector<Reject> rejects;
   if (expected == 0) return rejects;
-  PACKREC_ASSIGN_OR_RETURN(const bool present, IsRegularFile(file));
-  if (!present)
-    return Status::NotFound(file.string() + " is missing (" + std::to_string(expected) +
-                            " rejects are recorded in the manifest)");
-  // Read whole: a failed read is an error naming the file, not a list cut short.
-  PACKREC_ASSIGN_OR_RETURN(const std::vector<std::byte> bytes, ReadWholeFile(file));
+  PACKREC_ASSIGN_OR_RETURN(const std::vector<std::byte> bytes, ReadRejectsFile(file, expected));
   const std::string_view text = AsText(bytes);
   for (const std::string_view line : SplitLines(text)) {
     if (line == "# path\treason") continue;  // WriteRejectsFile's header
@@ -289,24 +336,122 @@ Status MoveIntoPlace(const fs::path& target, const fs::path& output) {
 
 }  // namespace
 
+namespace {
+
+// The checked parts and what the merged dataset is written with.
+struct PreparedMerge {
+  std::vector<Part> parts;
+  WriterOptions writer_options;
+  DatasetMetadata metadata;
+};
+
+Result<PreparedMerge> PrepareMerge(const std::vector<fs::path>& paths,
+                                   const MergeOptions& options) {
+  PreparedMerge merge;
+  PACKREC_ASSIGN_OR_RETURN(const std::vector<fs::path> expanded, ExpandParts(paths));
+  for (const fs::path& path : expanded) {
+    PACKREC_ASSIGN_OR_RETURN(Part part, OpenPart(path));
+    merge.parts.push_back(std::move(part));
+  }
+  PACKREC_RETURN_IF_ERROR(CheckParts(merge.parts));
+  const DatasetInfo& first = merge.parts.front().reader->info();
+  PACKREC_ASSIGN_OR_RETURN(merge.writer_options,
+                           WriterOptionsOf(merge.parts.front().options, first.format));
+  merge.writer_options.overwrite = options.overwrite;
+  merge.writer_options.fields = first.fields;
+  PACKREC_ASSIGN_OR_RETURN(merge.metadata, MergedMetadata(merge.parts, merge.writer_options));
+  return merge;
+}
+
+// Writes the merged dataset at `target`; on failure nothing is left there.
+Result<MergeStats> WriteMerged(PreparedMerge& merge, const fs::path& target) {
+  PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<DatasetWriter> writer,
+                           CreateDatasetWriter(target, merge.writer_options));
+  Status failure = CopyRecords(merge.parts, *writer);
+  if (failure.ok()) failure = writer->Finish(merge.metadata);
+  if (!failure.ok()) {
+    writer->Abort();
+    return failure;
+  }
+  MergeStats stats;
+  stats.parts = static_cast<std::uint32_t>(merge.parts.size());
+  stats.records = writer->records_written();
+  stats.rejected = merge.metadata.rejects.size();
+  stats.output_bytes = writer->bytes_written();
+  return stats;
+}
+
+// Deletes a part in S3: its manifest first (it stops being a dataset), then every object under
+// it.
+Status RemovePartAtUrl(const std::string& url) {
+  if (!url.starts_with("s3://")) {
+    return Status::NotSupported("cannot remove the part " + url + ": plain HTTP has no delete");
+  }
+  PACKREC_ASSIGN_OR_RETURN(const std::shared_ptr<ObjectStore> part,
+                           ObjectStore::ForUrl(url, RemoteOptions{}));
+  PACKREC_RETURN_IF_ERROR(part->Delete("manifest.json"));
+  const std::string rest = url.substr(5);
+  const std::string bucket = "s3://" + rest.substr(0, rest.find('/'));
+  const std::string prefix = rest.substr(rest.find('/') + 1) + "/";
+  PACKREC_ASSIGN_OR_RETURN(const std::shared_ptr<ObjectStore> store,
+                           ObjectStore::ForUrl(bucket, RemoteOptions{}));
+  PACKREC_ASSIGN_OR_RETURN(const std::vector<std::string> keys, store->ListKeys(prefix));
+  for (const std::string& key : keys) PACKREC_RETURN_IF_ERROR(store->Delete(key));
+  return Status::OK();
+}
+
+Status RemoveParts(std::vector<Part>& parts, const std::string& format) {
+  for (Part& part : parts) {
+    part.reader.reset();
+    if (IsDatasetUrl(part.path.string())) {
+      PACKREC_RETURN_IF_ERROR(RemovePartAtUrl(part.path.string()));
+      continue;
+    }
+    std::error_code error;
+    fs::remove_all(part.path, error);
+    fs::remove(RejectsFilePath(part.path, format), error);
+  }
+  return Status::OK();
+}
+
+// Merge into an s3:// URL: written in the URL's staging folder, shards uploaded as they are
+// sealed, the manifest last (UrlOutput).
+Result<MergeStats> MergeToUrl(const std::vector<fs::path>& paths, const std::string& url,
+                              const MergeOptions& options) {
+  PACKREC_ASSIGN_OR_RETURN(PreparedMerge merge, PrepareMerge(paths, options));
+  const FormatDescriptor* format = FindFormatDescriptor(merge.writer_options.format);
+  if (format == nullptr || format->open_url == nullptr) {
+    return Status::NotSupported("cannot merge " + merge.writer_options.format + " parts into " +
+                                url + ": packrec writes only its shard format to object storage");
+  }
+  PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<UrlOutput> output,
+                           UrlOutput::Open(url, {}, options.overwrite, false));
+  PACKREC_RETURN_IF_ERROR(output->ClearStaging());  // a merge has no resume point
+  merge.writer_options.overwrite = false;
+  output->UploadAsSealed(merge.writer_options);
+  PACKREC_ASSIGN_OR_RETURN(MergeStats stats, WriteMerged(merge, output->staging()));
+  PACKREC_RETURN_IF_ERROR(output->Publish());
+  if (options.remove_parts) {
+    PACKREC_RETURN_IF_ERROR(RemoveParts(merge.parts, merge.writer_options.format));
+  }
+  return stats;
+}
+
+}  // namespace
+
 Result<MergeStats> MergeParts(const std::vector<fs::path>& paths, const fs::path& output,
                               const MergeOptions& options) {
   const auto start = std::chrono::steady_clock::now();
+  if (IsDatasetUrl(output.string())) {
+    PACKREC_ASSIGN_OR_RETURN(MergeStats stats, MergeToUrl(paths, output.string(), options));
+    stats.elapsed_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return stats;
+  }
   // Held to the end: a second merge (or a convert) into the same output is refused.
   PACKREC_ASSIGN_OR_RETURN(const OutputLock lock, OutputLock::Acquire(output));
-  std::vector<Part> parts;
-  for (const fs::path& path : ExpandParts(paths)) {
-    PACKREC_ASSIGN_OR_RETURN(Part part, OpenPart(path));
-    parts.push_back(std::move(part));
-  }
-  PACKREC_RETURN_IF_ERROR(CheckParts(parts));
-  const DatasetInfo& first = parts.front().reader->info();
-  PACKREC_ASSIGN_OR_RETURN(WriterOptions writer_options,
-                           WriterOptionsOf(parts.front().options, first.format));
-  writer_options.overwrite = options.overwrite;
-  writer_options.fields = first.fields;
-  PACKREC_ASSIGN_OR_RETURN(DatasetMetadata metadata, MergedMetadata(parts, writer_options));
-
+  PACKREC_ASSIGN_OR_RETURN(PreparedMerge merge, PrepareMerge(paths, options));
+  WriterOptions& writer_options = merge.writer_options;
   // In place (the parts directory is also the output): written beside it first, moved in once
   // complete, so an interrupted merge leaves the parts as they were.
   std::error_code error;
@@ -323,25 +468,9 @@ Result<MergeStats> MergeParts(const std::vector<fs::path>& paths, const fs::path
     fs::remove_all(target, error);  // ours by name: a leftover of an interrupted merge
     writer_options.overwrite = false;
   }
-  PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<DatasetWriter> writer,
-                           CreateDatasetWriter(target, writer_options));
-  Status failure = CopyRecords(parts, *writer);
-  if (failure.ok()) failure = writer->Finish(metadata);
-  if (!failure.ok()) {
-    writer->Abort();
-    return failure;
-  }
-  MergeStats stats;
-  stats.parts = static_cast<std::uint32_t>(parts.size());
-  stats.records = writer->records_written();
-  stats.rejected = metadata.rejects.size();
-  stats.output_bytes = writer->bytes_written();
+  PACKREC_ASSIGN_OR_RETURN(MergeStats stats, WriteMerged(merge, target));
   if (options.remove_parts || in_place) {
-    for (Part& part : parts) {
-      part.reader.reset();
-      fs::remove_all(part.path, error);
-      fs::remove(RejectsFilePath(part.path, writer_options.format), error);
-    }
+    PACKREC_RETURN_IF_ERROR(RemoveParts(merge.parts, writer_options.format));
   }
   if (in_place) PACKREC_RETURN_IF_ERROR(MoveIntoPlace(target, output));
   stats.elapsed_seconds =

@@ -205,3 +205,29 @@ def test_a_refused_upload_names_the_object_keeps_the_staging_and_resume_finishes
     assert json.loads(done.stdout)["records"] == 120
     assert published(server, "denied")["record_count"] == 120
     cli("verify", "s3://out/denied")
+
+
+def test_merge_of_parts_in_s3_into_s3_and_to_local_disk(s3, proxy, tree, tmp_path):
+    """Parts converted on two "nodes" and uploaded by curl to s3://out/parts/, merged from there
+    into s3://out/merged and onto local disk: both equal the local merge record for record."""
+    _, server, _ = s3
+    local_parts = tmp_path / "parts"
+    for part in range(2):
+        cli("convert", tree, local_parts, "--part", f"{part}/2", "--shard-size", "256KiB")
+    for part_dir in sorted(local_parts.iterdir()):
+        remote_servers.upload_tree(server.url, BUCKET, f"parts/{part_dir.name}", part_dir)
+    cli("merge", tmp_path / "local-merge.pkr", local_parts)
+    cli("merge", "s3://out/merged", "s3://out/parts")
+    assert published(server, "merged")["record_count"] == 120
+    cli("merge", tmp_path / "from-s3.pkr", "s3://out/parts/")
+    import packrec
+    want = [tuple(r) for r in packrec.open(tmp_path / "local-merge.pkr")]
+    assert [tuple(r) for r in packrec.open("s3://out/merged")] == want
+    assert [tuple(r) for r in packrec.open(tmp_path / "from-s3.pkr")] == want
+    # --remove-parts deletes the parts' objects once the merged dataset is whole.
+    cli("merge", "s3://out/merged", "s3://out/parts", "--overwrite", "--remove-parts")
+    for part_dir in local_parts.iterdir():
+        status, _, _ = remote_servers.s3_object(server.url, BUCKET,
+                                                f"parts/{part_dir.name}/manifest.json", head=True)
+        assert status == 404
+    cli("verify", "s3://out/merged")
