@@ -11,29 +11,37 @@
 #include "ingest/url_output.h"
 #include "packrec/convert.h"
 #include "packrec/format.h"
+#include "storage/export_writer.h"
 
 namespace packrec::conversion {
 namespace {
 
 namespace fs = std::filesystem;
 
+// A finished dataset's counts, from its manifest (a shard dataset's or an export's).
 ConvertStats StatsOfFinished(const nlohmann::json& manifest, const std::string& format) {
   ConvertStats stats;
   stats.format = format;
-  stats.records_written = manifest.value("record_count", std::uint64_t{0});
+  stats.records_written =
+      manifest.value("record_count", manifest.value("records", std::uint64_t{0}));
   for (const nlohmann::json& shard : manifest.value("shards", nlohmann::json::array())) {
     stats.output_bytes += shard.value("size_bytes", std::uint64_t{0});
+  }
+  for (const nlohmann::json& file : manifest.value("files", nlohmann::json::array())) {
+    if (file.is_object()) stats.output_bytes += file.value("bytes", std::uint64_t{0});
   }
   return stats;
 }
 
-// What can go to a URL: a format read from URLs (the registry says which), no --part.
+// What can go to a URL: packrec's shard format (read from URLs; the registry says which) or an
+// export (wds, tfrecord, recordio), not --part.
 Status CheckUrlOutput(const ConvertOptions& options, const std::string& url,
                       const std::string& format) {
   const FormatDescriptor* descriptor = FindFormatDescriptor(format);
-  if (descriptor == nullptr || descriptor->open_url == nullptr) {
+  if (descriptor == nullptr || (descriptor->open_url == nullptr && descriptor->info.readable)) {
     return Status::NotSupported("cannot write " + format + " to " + url +
-                                ": packrec writes only its shard format to object storage");
+                                ": packrec writes its shard format and its exports (wds, " +
+                                "tfrecord, recordio) to object storage");
   }
   if (options.part_count > 0) {
     return Status::NotSupported("--part into " + url +
@@ -54,9 +62,12 @@ Result<ConvertStats> ConvertToStaging(const ConvertOptions& requested, const std
     stats.resumed_records = stats.records_written;
     return stats;
   }
-  // Staged by a run that died uploading, and not resumed: converted again from scratch.
-  if (staged_whole) PACKREC_RETURN_IF_ERROR(output.ClearStaging());
   ConvertOptions local = requested;
+  // Staged by a run that died uploading, and not resumed, or an export (which has no resume
+  // point): converted again from scratch.
+  const bool resumable = FindFormatDescriptor(format)->info.resumable;
+  if (!resumable) local.resume = false;
+  if (staged_whole || !resumable) PACKREC_RETURN_IF_ERROR(output.ClearStaging());
   local.output = output.staging();
   local.writer.format = format;
   output.UploadAsSealed(local.writer);
@@ -79,9 +90,11 @@ Result<ConvertStats> ConvertToUrl(const ConvertOptions& requested,
   PACKREC_ASSIGN_OR_RETURN(const std::string format,
                            ChooseOutputFormat(requested.output, requested.writer.format));
   PACKREC_RETURN_IF_ERROR(CheckUrlOutput(requested, url, format));
+  const bool is_export = !FindFormatDescriptor(format)->info.readable;
   PACKREC_ASSIGN_OR_RETURN(
       std::unique_ptr<UrlOutput> output,
-      UrlOutput::Open(url, requested.staging_dir, requested.writer.overwrite, requested.resume));
+      UrlOutput::Open(url, requested.staging_dir, requested.writer.overwrite, requested.resume,
+                      is_export ? kExportManifestName : "manifest.json"));
   PACKREC_ASSIGN_OR_RETURN(const bool staged_whole, output->StagedWhole());
   if (output->whole_at_url() && !staged_whole) {
     // --resume of a conversion that finished: nothing to do.

@@ -1,5 +1,6 @@
 #include "ingest/url_output.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <string_view>
@@ -63,9 +64,10 @@ Result<std::vector<DatasetUploader::File>> ManifestFiles(const nlohmann::json& m
 
 Result<std::unique_ptr<UrlOutput>> UrlOutput::Open(const std::string& url,
                                                    const fs::path& staging_root, bool overwrite,
-                                                   bool resume) {
+                                                   bool resume, std::string marker) {
   auto output = std::unique_ptr<UrlOutput>(new UrlOutput);
   output->url_ = url;
+  output->marker_ = std::move(marker);
   PACKREC_ASSIGN_OR_RETURN(output->uploader_, DatasetUploader::Open(url, RemoteOptions{}));
   output->staging_ = StagingDirFor(url, staging_root);
   // Claimed before the URL is looked at (a second --overwrite must not delete what the first
@@ -74,20 +76,20 @@ Result<std::unique_ptr<UrlOutput>> UrlOutput::Open(const std::string& url,
                            OutputLock::Acquire(output->staging_.string() + ".upload"));
   const ObjectStore& store = output->uploader_->store();
   PACKREC_ASSIGN_OR_RETURN(const std::optional<ObjectStore::ObjectHead> manifest,
-                           store.Head(kManifest));
+                           store.Head(output->marker_));
   if (!manifest) return output;
   if (overwrite) {
-    PACKREC_RETURN_IF_ERROR(store.Delete(kManifest));
+    PACKREC_RETURN_IF_ERROR(store.Delete(output->marker_));
   } else if (resume) {
     output->whole_at_url_ = true;
   } else {
-    return Status::AlreadyExists(url + " already holds a dataset (its " + kManifest +
+    return Status::AlreadyExists(url + " already holds a dataset (its " + output->marker_ +
                                  "); overwrite replaces it");
   }
   return output;
 }
 
-Result<bool> UrlOutput::StagedWhole() const { return IsRegularFile(staging_ / kManifest); }
+Result<bool> UrlOutput::StagedWhole() const { return IsRegularFile(staging_ / marker_); }
 
 Status UrlOutput::ClearStaging() const {
   std::error_code error;
@@ -104,30 +106,51 @@ void UrlOutput::UploadAsSealed(WriterOptions& options) {
 }
 
 Result<nlohmann::json> UrlOutput::RemoteManifest() const {
-  PACKREC_ASSIGN_OR_RETURN(const std::vector<std::byte> text, uploader_->store().Get(kManifest));
-  return ParseJson(text, url_ + "/" + kManifest);
+  PACKREC_ASSIGN_OR_RETURN(const std::vector<std::byte> text, uploader_->store().Get(marker_));
+  return ParseJson(text, url_ + "/" + marker_);
 }
 
 Result<nlohmann::json> UrlOutput::StagedManifest() const {
-  PACKREC_ASSIGN_OR_RETURN(const std::vector<std::byte> text, ReadWholeFile(staging_ / kManifest));
-  return ParseJson(text, (staging_ / kManifest).string());
+  PACKREC_ASSIGN_OR_RETURN(const std::vector<std::byte> text, ReadWholeFile(staging_ / marker_));
+  return ParseJson(text, (staging_ / marker_).string());
+}
+
+Status UrlOutput::PublishShards() {
+  PACKREC_RETURN_IF_ERROR(uploader_->Drain());
+  PACKREC_ASSIGN_OR_RETURN(const nlohmann::json manifest, StagedManifest());
+  PACKREC_ASSIGN_OR_RETURN(const std::vector<DatasetUploader::File> files,
+                           ManifestFiles(manifest, staging_ / marker_));
+  PACKREC_RETURN_IF_ERROR(uploader_->UploadMissing(staging_, files));
+  const ObjectStore& store = uploader_->store();
+  PACKREC_ASSIGN_OR_RETURN(const bool has_rejects, IsRegularFile(staging_ / kRejects));
+  if (has_rejects) PACKREC_RETURN_IF_ERROR(store.PutFile(kRejects, staging_ / kRejects, {}));
+  PACKREC_ASSIGN_OR_RETURN(const std::vector<std::byte> text, ReadWholeFile(staging_ / marker_));
+  return store.Put(marker_, text);
+}
+
+// An export: every file of the folder (tars, TFRecord and index files, rejects.tsv), in name
+// order, then its packrec-export.json.
+Status UrlOutput::PublishExport() {
+  std::vector<fs::path> files;
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(staging_, error)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file(error) && name != marker_ && !name.starts_with(".")) {
+      files.push_back(entry.path());
+    }
+  }
+  if (error) return ErrnoStatus("list", staging_, error.value());
+  std::sort(files.begin(), files.end());
+  const ObjectStore& store = uploader_->store();
+  for (const fs::path& file : files) {
+    PACKREC_RETURN_IF_ERROR(store.PutFile(file.filename().string(), file, {}));
+  }
+  PACKREC_ASSIGN_OR_RETURN(const std::vector<std::byte> text, ReadWholeFile(staging_ / marker_));
+  return store.Put(marker_, text);
 }
 
 Status UrlOutput::Publish() {
-  const auto publish = [&]() -> Status {
-    PACKREC_RETURN_IF_ERROR(uploader_->Drain());
-    PACKREC_ASSIGN_OR_RETURN(const nlohmann::json manifest, StagedManifest());
-    PACKREC_ASSIGN_OR_RETURN(const std::vector<DatasetUploader::File> files,
-                             ManifestFiles(manifest, staging_ / kManifest));
-    PACKREC_RETURN_IF_ERROR(uploader_->UploadMissing(staging_, files));
-    const ObjectStore& store = uploader_->store();
-    PACKREC_ASSIGN_OR_RETURN(const bool has_rejects, IsRegularFile(staging_ / kRejects));
-    if (has_rejects) PACKREC_RETURN_IF_ERROR(store.PutFile(kRejects, staging_ / kRejects, {}));
-    PACKREC_ASSIGN_OR_RETURN(const std::vector<std::byte> text,
-                             ReadWholeFile(staging_ / kManifest));
-    return store.Put(kManifest, text);
-  };
-  const Status published = publish();
+  const Status published = marker_ == kManifest ? PublishShards() : PublishExport();
   if (!published.ok()) {
     return Status(published.code(), published.message() + " (the dataset is whole in " +
                                         staging_.string() + "; resuming uploads only what " + url_ +

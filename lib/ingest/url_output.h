@@ -24,9 +24,12 @@ class UrlOutput {
   // looks at what is there: a dataset is refused (AlreadyExists) unless `overwrite`, which
   // deletes its manifest first (no reader pairs it with the new shards), or `resume`.
   // `staging_root` empty: $PACKREC_STAGING_DIR, else /var/tmp/packrec-upload.
+  // `marker`: the file whose presence makes the folder a dataset, uploaded last: manifest.json
+  // for a shard dataset, packrec-export.json for an export (wds, tfrecord, recordio).
   static Result<std::unique_ptr<UrlOutput>> Open(const std::string& url,
                                                  const std::filesystem::path& staging_root,
-                                                 bool overwrite, bool resume);
+                                                 bool overwrite, bool resume,
+                                                 std::string marker = "manifest.json");
 
   const std::string& url() const { return url_; }
   // Where the dataset is written before it is uploaded (one folder per URL).
@@ -39,8 +42,10 @@ class UrlOutput {
   Status ClearStaging() const;
   // Makes `options` upload each shard the moment it is sealed.
   void UploadAsSealed(WriterOptions& options);
-  // Uploads the whole staged dataset (what the URL lacks), the manifest last; then removes the
-  // staging folder. On failure the staging folder stays, and the message says so.
+  // Uploads the whole staged dataset (what the URL lacks), the marker last; then removes the
+  // staging folder. On failure the staging folder stays, and the message says so. A shard
+  // dataset's files are the ones its manifest lists (plus rejects.tsv); an export's, every file
+  // of the folder.
   Status Publish();
   // The manifest at the URL (with resume, when whole_at_url()).
   Result<nlohmann::json> RemoteManifest() const;
@@ -52,6 +57,9 @@ class UrlOutput {
   std::string url_;
   std::filesystem::path staging_;
   OutputLock claim_;
+  Status PublishShards();
+  Status PublishExport();
+  std::string marker_;
   std::unique_ptr<DatasetUploader> uploader_;
   bool whole_at_url_ = false;
 };

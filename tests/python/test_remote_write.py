@@ -141,7 +141,36 @@ def test_http_urls_and_other_formats_are_refused_as_outputs(s3, proxy, tree):
     run = cli("convert", tree, "http://127.0.0.1:9/ds", check=False)
     assert run.returncode == 7 and "s3:// URLs only" in run.stderr, run.stderr
     run = cli("convert", tree, "s3://out/x.lmdb", "--format", "lmdb", check=False)
-    assert run.returncode == 7 and "only its shard format" in run.stderr, run.stderr
+    assert run.returncode == 7 and "its shard format and its exports" in run.stderr, run.stderr
+
+
+def test_exports_go_to_s3_with_their_manifest_last(s3, proxy, tree, tmp_path):
+    """A WebDataset export to S3: every tar, then packrec-export.json; GNU tar reads the tars
+    as curl fetched them, and importing the URLs back gives the records of a local export."""
+    _, server, staging = s3
+    cli("convert", tree, "s3://out/wds", "--format", "wds", "--shard-size", "256KiB")
+    status, _, body = remote_servers.s3_object(server.url, BUCKET, "wds/packrec-export.json")
+    assert status == 200
+    export = json.loads(body)
+    names = [name for entry in export["files"] for name in entry["files"]]
+    assert len(names) > 1 and all(name.endswith(".tar") for name in names)
+    members = 0
+    for name in names:
+        status, _, tar_bytes = remote_servers.s3_object(server.url, BUCKET, f"wds/{name}")
+        assert status == 200
+        (tmp_path / name).write_bytes(tar_bytes)
+        listing = subprocess.run(["tar", "-tf", tmp_path / name], capture_output=True,
+                                 text=True, check=True).stdout.split()
+        members += len(listing)
+    assert members >= 2 * 120  # an image and its metadata per record
+    cli("convert", "s3://out/wds/shard-*.tar", tmp_path / "back.pkr")
+    cli("convert", tree, tmp_path / "local-wds", "--format", "wds", "--shard-size", "256KiB")
+    cli("convert", tmp_path / "local-wds", tmp_path / "local-back.pkr")
+    import packrec
+    got = [(bytes(b), label) for b, label, _ in packrec.open(tmp_path / "back.pkr")]
+    want = [(bytes(b), label) for b, label, _ in packrec.open(tmp_path / "local-back.pkr")]
+    assert got == want
+    assert not staging.exists() or list(staging.iterdir()) == []
 
 
 def test_killed_uploads_never_publish_a_partial_dataset_and_resume_completes(
