@@ -355,15 +355,33 @@ import asyncio, sys
 upstream_port, delay = int(sys.argv[1]), float(sys.argv[2]) / 1000
 
 async def pipe(reader, writer, pause):
+    # Each chunk is passed on `pause` after it arrived, while later chunks keep arriving: a link
+    # with that latency, not a bandwidth cap (a long upload pays the latency once, not per chunk).
+    loop = asyncio.get_running_loop()
+    queue = asyncio.Queue()
+
+    async def receive():
+        try:
+            while data := await reader.read(1 << 16):
+                await queue.put((loop.time() + pause, data))
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        await queue.put((0, b""))
+
+    receiving = asyncio.ensure_future(receive())
     try:
-        while data := await reader.read(1 << 16):
-            if pause:
-                await asyncio.sleep(pause)
+        while True:
+            due, data = await queue.get()
+            if not data:
+                break
+            if due > loop.time():
+                await asyncio.sleep(due - loop.time())
             writer.write(data)
             await writer.drain()
     except (ConnectionError, asyncio.CancelledError):
         pass
     finally:
+        receiving.cancel()
         writer.close()
 
 async def serve(client_reader, client_writer):
@@ -382,8 +400,9 @@ asyncio.run(main())
 
 class DelayProxy:
     """A TCP forwarder in a process of its own that holds each chunk a client sends (an HTTP
-    request) for `delay_ms` before passing it on: every request pays the latency once, as over a
-    network, without parsing HTTP (the benchmarks use it; FaultProxy is too slow to measure
+    request, an upload's body) for `delay_ms` after it arrived before passing it on, later chunks
+    arriving meanwhile: every request pays the latency once, as over a network, without parsing
+    HTTP (the benchmarks use it; FaultProxy is too slow to measure
     through). Answers are passed on as they come."""
 
     def __init__(self, upstream, delay_ms):
