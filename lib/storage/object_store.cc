@@ -95,13 +95,14 @@ AwsSettings LoadAwsSettings() {
   return aws;
 }
 
-// Percent-encodes each '/'-separated segment of `path` (RFC 3986 unreserved characters stay).
-std::string EscapePath(std::string_view path) {
+// Percent-encodes every byte but RFC 3986's unreserved characters (and '/' when `keep_slash`).
+std::string PercentEncode(std::string_view text, bool keep_slash) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
-  for (const char c : path) {
+  for (const char c : text) {
     const auto byte = static_cast<unsigned char>(c);
-    if (std::isalnum(byte) != 0 || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
+    if (std::isalnum(byte) != 0 || c == '-' || c == '_' || c == '.' || c == '~' ||
+        (keep_slash && c == '/')) {
       out += c;
     } else {
       out += '%';
@@ -111,6 +112,9 @@ std::string EscapePath(std::string_view path) {
   }
   return out;
 }
+
+// Each '/'-separated segment of `path`, percent-encoded.
+std::string EscapePath(std::string_view path) { return PercentEncode(path, true); }
 
 void GlobalInitOnce() {
   static std::once_flag once;
@@ -342,23 +346,9 @@ std::string XmlUnescape(std::string_view text) {
   return out;
 }
 
-// A query value as SigV4's canonical form spells it (every byte but A-Z a-z 0-9 - _ . ~
-// percent-encoded, '/' included), so that libcurl signs what S3 checks.
-std::string EscapeQuery(std::string_view value) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (const char c : value) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (std::isalnum(byte) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += c;
-    } else {
-      out += '%';
-      out += kHex[byte >> 4];
-      out += kHex[byte & 15];
-    }
-  }
-  return out;
-}
+// A query value as SigV4's canonical form spells it ('/' percent-encoded too), so that libcurl
+// signs what S3 checks.
+std::string EscapeQuery(std::string_view value) { return PercentEncode(value, false); }
 
 std::span<const std::byte> AsByteSpan(std::string_view text) {
   return {reinterpret_cast<const std::byte*>(text.data()), text.size()};

@@ -155,6 +155,23 @@ def s3_object(endpoint, bucket, key, head=False):
     return status, headers, payload
 
 
+def s3_environment(endpoint):
+    """The AWS_* variables that point packrec (and AWS's tools) at the test server `endpoint`."""
+    return {"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": REGION, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
+
+
+def assert_extracts_equal(cli, dataset, local, work, count=120):
+    """`packrec extract` of `dataset` writes the same `count` files, byte for byte, as of
+    `local` (`cli` runs the packrec CLI and checks its exit status)."""
+    cli("extract", dataset, work / "got")
+    cli("extract", local, work / "want")
+    want = sorted(p.relative_to(work / "want") for p in (work / "want").rglob("*") if p.is_file())
+    assert len(want) == count
+    for name in want:
+        assert (work / "got" / name).read_bytes() == (work / "want" / name).read_bytes()
+
+
 def _sign(key, text):
     return hmac.new(key, text.encode(), hashlib.sha256).digest()
 

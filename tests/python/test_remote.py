@@ -78,9 +78,7 @@ def s3(datasets, field_dataset, tmp_path_factory):
     proxy = FaultProxy(server.url)
     proxy.sigv4_secrets = {remote_servers.ACCESS_KEY: remote_servers.SECRET_KEY}
     saved = dict(os.environ)
-    os.environ.update({"AWS_ENDPOINT_URL": proxy.url, "AWS_REGION": remote_servers.REGION,
-                       "AWS_ACCESS_KEY_ID": remote_servers.ACCESS_KEY,
-                       "AWS_SECRET_ACCESS_KEY": remote_servers.SECRET_KEY})
+    os.environ.update(remote_servers.s3_environment(proxy.url))
     os.environ.pop("AWS_SESSION_TOKEN", None)
     yield proxy
     os.environ.clear()
@@ -110,14 +108,7 @@ def cli(*args, env=None, check=True):
 
 
 def assert_extracts_equal(dataset, local, tmp_path):
-    """`packrec extract` of `dataset` writes the same 120 files, byte for byte, as of `local`."""
-    cli("extract", dataset, tmp_path / "got")
-    cli("extract", local, tmp_path / "want")
-    want = sorted(p.relative_to(tmp_path / "want") for p in (tmp_path / "want").rglob("*")
-                  if p.is_file())
-    assert len(want) == 120
-    for name in want:
-        assert (tmp_path / "got" / name).read_bytes() == (tmp_path / "want" / name).read_bytes()
+    remote_servers.assert_extracts_equal(cli, dataset, local, tmp_path)
 
 
 def test_info_verify_and_extract_match_the_local_dataset(remote, datasets, tmp_path):

@@ -64,9 +64,7 @@ def servers(files, tmp_path_factory):
     proxy = FaultProxy(s3.url)
     proxy.sigv4_secrets = {remote_servers.ACCESS_KEY: remote_servers.SECRET_KEY}
     saved = dict(os.environ)
-    os.environ.update({"AWS_ENDPOINT_URL": proxy.url, "AWS_REGION": remote_servers.REGION,
-                       "AWS_ACCESS_KEY_ID": remote_servers.ACCESS_KEY,
-                       "AWS_SECRET_ACCESS_KEY": remote_servers.SECRET_KEY})
+    os.environ.update(remote_servers.s3_environment(proxy.url))
     yield http, proxy
     os.environ.clear()
     os.environ.update(saved)

@@ -31,10 +31,8 @@ def s3(tmp_path_factory):
     proxy = FaultProxy(server.url)
     proxy.sigv4_secrets = {remote_servers.ACCESS_KEY: remote_servers.SECRET_KEY}
     saved = dict(os.environ)
-    os.environ.update({"AWS_ENDPOINT_URL": proxy.url, "AWS_REGION": remote_servers.REGION,
-                       "AWS_ACCESS_KEY_ID": remote_servers.ACCESS_KEY,
-                       "AWS_SECRET_ACCESS_KEY": remote_servers.SECRET_KEY,
-                       "PACKREC_STAGING_DIR": str(work / "staging")})
+    os.environ.update(remote_servers.s3_environment(proxy.url))
+    os.environ["PACKREC_STAGING_DIR"] = str(work / "staging")
     os.environ.pop("AWS_SESSION_TOKEN", None)
     yield proxy, server, work / "staging"
     os.environ.clear()
@@ -87,13 +85,7 @@ def assert_same_as_local(url, tree, tmp_path):
     local = tmp_path / "local.pkr"
     cli("convert", tree, local, "--shard-size", "256KiB")
     cli("verify", url)
-    cli("extract", url, tmp_path / "got")
-    cli("extract", local, tmp_path / "want")
-    want = sorted(p.relative_to(tmp_path / "want") for p in (tmp_path / "want").rglob("*")
-                  if p.is_file())
-    assert len(want) == 120
-    for name in want:
-        assert (tmp_path / "got" / name).read_bytes() == (tmp_path / "want" / name).read_bytes()
+    remote_servers.assert_extracts_equal(cli, url, local, tmp_path)
 
 
 def test_convert_to_s3_uploads_a_dataset_that_reads_like_the_local_one(s3, proxy, tree, tmp_path):
