@@ -250,7 +250,7 @@ for n, batch in enumerate(loader.batches()):
 if rank == 0:
     json.dump({"steps": steps, "state": loader.state_dict()}, open(out, "w"))
 # The DDP model (its reducer holds the process group) and the loader go before the group:
-# left to the interpreter's exit, torch's gloo threads were once torn down in an order that
+# left to the interpreter's exit, torch's gloo threads were torn down in an order that
 # aborted a rank once in CI ("terminate called without an active exception").
 del model, loader
 dist.destroy_process_group()
