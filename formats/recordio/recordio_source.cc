@@ -165,7 +165,8 @@ class RecordIoSource final : public FileListSource {
       std::memcpy(&label, &first, 4);
       *image_offset += 4 * static_cast<std::size_t>(label_count);
     }
-    if (!(label >= 0) || label > 4294967295.0f || std::floor(label) != label) {
+    // 2^32 itself is a float (4294967295.0f rounds up to it), and does not fit a uint32.
+    if (!(label >= 0) || !(label < 4294967296.0f) || std::floor(label) != label) {
       return Status::InvalidInput("label " + std::to_string(label) +
                                   " is not a non-negative integer");
     }
