@@ -53,6 +53,9 @@ Status CheckUrlOutput(const ConvertOptions& options, const std::string& url,
 
 // The local conversion into the staging folder, each sealed shard queued for upload as it is
 // sealed; a run killed while uploading a whole local dataset continues with the upload alone.
+// The staging folder is packrec's own (named by the URL's hash, claimed by this run), so
+// overwrite always clears it, and resume restarts from scratch when what a killed run left there
+// cannot be continued (a kill inside overwrite's clean-up leaves shards without a journal).
 Result<ConvertStats> ConvertToStaging(const ConvertOptions& requested, const std::string& format,
                                       UrlOutput& output, const ProgressCallback& progress) {
   PACKREC_ASSIGN_OR_RETURN(const bool staged_whole, output.StagedWhole());
@@ -64,19 +67,29 @@ Result<ConvertStats> ConvertToStaging(const ConvertOptions& requested, const std
   }
   ConvertOptions local = requested;
   // Staged by a run that died uploading, and not resumed, or an export (which has no resume
-  // point): converted again from scratch.
+  // point), or overwrite: converted again from scratch.
   const bool resumable = FindFormatDescriptor(format)->info.resumable;
   if (!resumable) local.resume = false;
-  if (staged_whole || !resumable) PACKREC_RETURN_IF_ERROR(output.ClearStaging());
+  if (staged_whole || !resumable || requested.writer.overwrite) {
+    PACKREC_RETURN_IF_ERROR(output.ClearStaging());
+  }
   local.output = output.staging();
   local.writer.format = format;
   output.UploadAsSealed(local.writer);
   Result<ConvertStats> converted = Convert(local, progress);
+  if (converted.status().code() == StatusCode::kAlreadyExists && local.resume) {
+    // Nothing there that a resume can continue: start again in a cleared folder.
+    PACKREC_RETURN_IF_ERROR(output.ClearStaging());
+    local.resume = false;
+    converted = Convert(local, progress);
+  }
   if (converted.status().code() == StatusCode::kAlreadyExists) {
-    // The staging folder holds an interrupted conversion: say which URL it was for.
+    // The staging folder holds an interrupted conversion: say which URL it was for, and that
+    // resume continues it or overwrite starts again.
     return Status(converted.status().code(), "an interrupted conversion to " + output.url() +
                                                  " is staged in " + output.staging().string() +
-                                                 ": " + converted.status().message());
+                                                 " (packrec's staging folder for that URL)")
+        .WithRemedy(Remedy::kResumeOrOverwrite);
   }
   return converted;
 }
@@ -97,8 +110,10 @@ Result<ConvertStats> ConvertToUrl(const ConvertOptions& requested,
                       is_export ? kExportManifestName : "manifest.json"));
   PACKREC_ASSIGN_OR_RETURN(const bool staged_whole, output->StagedWhole());
   if (output->whole_at_url() && !staged_whole) {
-    // --resume of a conversion that finished: nothing to do.
+    // --resume of a conversion that finished: nothing to do but remove what a run killed while
+    // removing its staging folder left there.
     PACKREC_ASSIGN_OR_RETURN(const nlohmann::json manifest, output->RemoteManifest());
+    PACKREC_RETURN_IF_ERROR(output->ClearStaging());
     ConvertStats stats = StatsOfFinished(manifest, format);
     stats.already_complete = true;
     return stats;

@@ -170,7 +170,7 @@ def test_killed_uploads_never_publish_a_partial_dataset_and_resume_completes(
     """20 runs killed with SIGKILL at random moments (converting, uploading shards, publishing):
     after each, the bucket holds either no manifest or one naming whole shards only; a run with
     --resume then completes and the dataset verifies from the URL."""
-    _, server, _ = s3
+    _, server, staging = s3
     proxy.delay_ms = 15  # uploads take long enough to be killed in the middle
     draw = random.Random(36)
     outcomes = []
@@ -191,14 +191,19 @@ def test_killed_uploads_never_publish_a_partial_dataset_and_resume_completes(
         if manifest is not None:
             assert manifest["record_count"] == 120
         outcomes.append((process.returncode, manifest is not None))
+        # Whatever the kill before left (shards without a journal from a kill inside
+        # --overwrite's clean-up, a whole staged dataset, a published one still being removed),
+        # a run that ended by itself succeeded: the URL's output never gets stuck.
+        assert process.returncode in (0, -signal.SIGKILL), (attempt, how, process.stderr.read())
     print(f"a whole run: {full:.2f} s; (exit status, published) per killed run:", outcomes)
-    # Most kills fell before the manifest was uploaded.
-    assert sum(1 for status, _ in outcomes if status == -signal.SIGKILL) >= 10
     proxy.delay_ms = 0
     run = cli("convert", tree, "s3://out/killed", "--shard-size", "256KiB", "--resume", "--json")
     assert json.loads(run.stdout)["records"] == 120
     assert published(server, "killed") is not None
     assert_same_as_local("s3://out/killed", tree, tmp_path)
+    # Published: no staged copy is left behind.
+    assert not staging.exists() or [p.name for p in staging.iterdir()
+                                    if p.name.startswith("out_killed")] == []
 
 
 def test_python_convert_writes_to_a_url_too(s3, proxy, tree):
