@@ -403,6 +403,9 @@ class Hdf5Reader final : public Reader {
     // size edited in place being delivered as true.
     PACKREC_RETURN_IF_ERROR(CheckMeta(i, where));
     view.label = static_cast<std::uint32_t>(index_.labels[i]);
+    if (const Status label = CheckLabelAgainstManifest(info_, i, view.label); !label.ok()) {
+      return Status::Corruption(where() + ": " + label.message()).WithRecordIndex(i);
+    }
     if (verify) {
       const std::uint64_t computed = Xxh64(stored, /*seed=*/i);
       if (computed != index_.checksums[i]) {
@@ -440,6 +443,13 @@ class Hdf5Reader final : public Reader {
                                 index_.keys[i] + "'), field '" + info_.fields[f].name +
                                 "': checksum mismatch")
           .WithRecordIndex(i);
+    }
+    const Status declared = CheckFieldValue(info_.fields[f], value);
+    if (!declared.ok()) {
+      return Status::Corruption(path_.string() + ": record " + std::to_string(i) + " (key '" +
+                                index_.keys[i] + "'), " + declared.message())
+          .WithRecordIndex(i)
+          .WithPath(path_.string());
     }
     return value;
   }

@@ -16,6 +16,7 @@
 #include "shard/shard_format.h"
 #include "shard/shard_layout.h"
 #include "storage/field_block.h"
+#include "storage/manifest_json.h"
 #include "storage/object_store.h"
 #include "storage/payload.h"
 #include "storage/range_fetcher.h"
@@ -246,6 +247,16 @@ class ShardReader final : public Reader {
         shard->version < 2
             ? Result<FieldView>(FieldView{})
             : DecodeFieldValue(block, info_.fields.size(), field, options_.verify_checksums);
+    if (value.ok()) {
+      const Status declared = CheckFieldValue(info_.fields[field], *value);
+      if (!declared.ok()) {
+        return Status::Corruption(
+                   RecordWhere(*shard, index, shard->Key(entry), entry.fields_offset) + ": " +
+                   declared.message())
+            .WithRecordIndex(index)
+            .WithPath(shard->path.string());
+      }
+    }
     if (!value.ok()) {
       return Status(value.status().code(),
                     FieldWhere(*shard, entry, index, field) + ": " + value.status().message())
@@ -489,6 +500,11 @@ class ShardReader final : public Reader {
     view.height = entry.height;
     view.channels = entry.channels;
     view.encoding = static_cast<Encoding>(entry.encoding);
+    if (const Status label = CheckLabelAgainstManifest(info_, index, view.label); !label.ok()) {
+      return Status::Corruption(RecordWhere(shard, index, view.key, entry.offset) + ": " +
+                                label.message())
+          .WithRecordIndex(index);
+    }
     if (verify) {
       const std::uint64_t computed = Xxh64(stored, /*seed=*/index);
       if (computed != entry.checksum) {
@@ -524,10 +540,12 @@ class ShardReader final : public Reader {
       return Status::Corruption(what + ": checksum mismatch (the record's fields are damaged)")
           .WithByteOffset(entry.fields_offset);
     }
-    const Status decoded = DecodeFieldBlock(block, count, scratch.fields);
+    Status decoded = DecodeFieldBlock(block, count, scratch.fields);
+    if (decoded.ok()) decoded = CheckFieldValues(info_.fields, scratch.fields);
     if (!decoded.ok()) {
       return Status::Corruption(RecordWhere(shard, index, shard.Key(entry), entry.fields_offset) +
-                                ": " + decoded.message());
+                                ": " + decoded.message())
+          .WithByteOffset(entry.fields_offset);
     }
     return Status::OK();
   }

@@ -26,11 +26,87 @@ std::string AsciiLower(std::string text) {
   return text;
 }
 
+// What the manifest says of every record, checked against the records themselves: each label
+// below label_count (and inside the class list when it has one), each field value of the type
+// and shape the schema declares. A manifest whose checksum was recomputed over a lie (any tool
+// or bug can write one) is caught here, since its shards still hash as listed.
+// `damaged`: the records the reader's own Verify reported, not reported again.
+void VerifyAgainstManifest(const Reader& reader, const std::set<std::uint64_t>& damaged,
+                           VerifyReporter& reporter, VerifyStats& stats) {
+  const DatasetInfo& info = reader.info();
+  const auto report = [&](std::uint64_t index, const Status& status) {
+    reporter.Report({"", index, "", std::nullopt, status.WithRecordIndex(index)});
+    ++stats.problems;
+  };
+  Result<std::vector<std::uint32_t>> labels = reader.ReadLabels();
+  if (!labels.ok()) {
+    reporter.Report(
+        {"", labels.status().record_index(), "", labels.status().byte_offset(), labels.status()});
+    ++stats.problems;
+    return;
+  }
+  {
+    const std::uint64_t named = info.classes.size();
+    for (std::uint64_t i = 0; i < labels->size(); ++i) {
+      const std::uint32_t label = (*labels)[i];
+      if (label >= info.label_count || (named > 0 && label >= named)) {
+        report(i, Status::Corruption(
+                      "record " + std::to_string(i) + " has label " + std::to_string(label) +
+                      ", but the manifest says label_count " + std::to_string(info.label_count) +
+                      (named > 0 ? " and lists " + std::to_string(named) + " classes" : "")));
+      }
+    }
+  }
+  ReadScratch scratch;
+  std::vector<std::uint64_t> ahead;
+  for (std::uint64_t i = 0; i < reader.size() && !info.fields.empty(); ++i) {
+    if (i % 1024 == 0) {  // a dataset at a URL fetches the next records' bytes in few requests
+      ahead.clear();
+      for (std::uint64_t j = i; j < std::min<std::uint64_t>(i + 1024, reader.size()); ++j) {
+        ahead.push_back(j);
+      }
+      reader.WillNeed(ahead);
+    }
+    if (damaged.count(i) > 0) continue;
+    for (std::size_t f = 0; f < info.fields.size(); ++f) {
+      const Result<FieldView> value = reader.ReadField(i, f, scratch);  // checks the type too
+      if (!value.ok()) {
+        report(i, value.status());
+        break;
+      }
+    }
+  }
+}
+
+// Passes problems on, remembering the records they name.
+class RecordingReporter : public VerifyReporter {
+ public:
+  explicit RecordingReporter(VerifyReporter& next) : next_(next) {}
+  void Report(const VerifyProblem& problem) override {
+    if (problem.record_index) {
+      records.insert(*problem.record_index);
+    } else {
+      whole_file_damaged = true;
+    }
+    next_.Report(problem);
+  }
+  std::set<std::uint64_t> records;
+  bool whole_file_damaged = false;
+
+ private:
+  VerifyReporter& next_;
+};
+
 }  // namespace
 
 VerifyStats VerifyDataset(const Reader& reader, const VerifyOptions& options,
                           VerifyReporter& reporter) {
-  VerifyStats stats = reader.Verify(reporter);
+  RecordingReporter recording(reporter);
+  VerifyStats stats = reader.Verify(recording);
+  // Damage to a whole file is reported once, not again for each of its records.
+  if (!recording.whole_file_damaged) {
+    VerifyAgainstManifest(reader, recording.records, reporter, stats);
+  }
   if (!options.deep) return stats;
   ReadScratch scratch;
   for (std::uint64_t i = 0; i < reader.size(); ++i) {

@@ -101,6 +101,19 @@ std::size_t FieldElementBytes(const FieldSpec& spec) {
   return bytes;
 }
 
+Status CheckJsonFieldLimits(std::span<const std::byte> bytes) {
+  if (AsText(bytes).starts_with("\xEF\xBB\xBF")) {
+    return Status::InvalidInput(
+        "JSON that starts with a UTF-8 byte-order mark (JSON readers such as Python's refuse it: "
+        "remove the mark)");
+  }
+  if (JsonNestingDepth(AsText(bytes)) > kMaxJsonFieldDepth) {
+    return Status::InvalidInput("JSON nested more than " + std::to_string(kMaxJsonFieldDepth) +
+                                " levels deep (more than JSON readers such as Python's take)");
+  }
+  return Status::OK();
+}
+
 Status ValidateFieldValue(const FieldSpec& spec, std::span<const std::byte> bytes) {
   switch (spec.type) {
     case FieldType::kText:
@@ -110,7 +123,7 @@ Status ValidateFieldValue(const FieldSpec& spec, std::span<const std::byte> byte
       if (!IsValidUtf8(AsText(bytes)) || !AcceptJson(AsText(bytes))) {
         return Status::InvalidInput("not valid JSON");
       }
-      return Status::OK();
+      return CheckJsonFieldLimits(bytes);
     case FieldType::kBytes:
       return Status::OK();
     case FieldType::kInt64:
@@ -128,6 +141,22 @@ Status ValidateFieldValue(const FieldSpec& spec, std::span<const std::byte> byte
     }
   }
   return Status::InvalidArgument("unknown field type");
+}
+
+Status CheckFieldValue(const FieldSpec& spec, const FieldView& value) {
+  if (!value.present) return Status::OK();
+  const Status valid = ValidateFieldValue(spec, value.bytes);
+  if (valid.ok()) return valid;
+  return Status::Corruption("field '" + PrintableKey(spec.name) +
+                            "' does not hold what the schema declares (" + FieldTypeText(spec) +
+                            "): " + valid.message());
+}
+
+Status CheckFieldValues(const std::vector<FieldSpec>& schema, std::span<const FieldView> values) {
+  for (std::size_t i = 0; i < schema.size() && i < values.size(); ++i) {
+    PACKREC_RETURN_IF_ERROR(CheckFieldValue(schema[i], values[i]));
+  }
+  return Status::OK();
 }
 
 Status AppendFieldBlock(std::size_t field_count, std::span<const FieldView> values,

@@ -31,9 +31,27 @@ std::optional<FieldType> ParseFieldType(std::string_view name);
 // field.
 Status ValidateSchema(const std::vector<FieldSpec>& fields);
 
-// Checks one value against its field: text UTF-8, JSON parses, numbers fill whole elements.
+// How deep a JSON field's value may nest: what Python's json module (and so ds[i], the Loader
+// and a torch DataLoader worker's own stack) reads without a RecursionError, with room to spare.
+inline constexpr std::size_t kMaxJsonFieldDepth = 512;
+
+// Checks one value against its field: text UTF-8; JSON parses, without a byte-order mark (which
+// JSON readers such as Python's refuse) and nested at most kMaxJsonFieldDepth deep; numbers fill
+// whole elements.
 // InvalidArgument saying what is wrong (the caller adds record and field).
 Status ValidateFieldValue(const FieldSpec& spec, std::span<const std::byte> bytes);
+// The JSON rules beyond parsing (no byte-order mark, kMaxJsonFieldDepth), for a caller that has
+// parsed the value already.
+Status CheckJsonFieldLimits(std::span<const std::byte> bytes);
+
+// A value read back, checked against the schema it is read under before anyone interprets it:
+// a manifest can lie (a text field declared int64[] must never be viewed as numbers, a bytes
+// field declared json never handed to a JSON parser). Corruption "field 'NAME' does not hold what
+// the schema declares (TYPE): WHY", for the caller to place (record, path, offset). An absent value
+// passes.
+Status CheckFieldValue(const FieldSpec& spec, const FieldView& value);
+// Every value of a record (values.size() == schema.size()).
+Status CheckFieldValues(const std::vector<FieldSpec>& schema, std::span<const FieldView> values);
 
 // The field's type as messages say it: "text", "float32[] of N x 4".
 std::string FieldTypeText(const FieldSpec& spec);

@@ -3,6 +3,7 @@
 #include <simdjson.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <memory>
 
 namespace packrec {
@@ -31,6 +32,29 @@ bool AcceptJson(std::string_view text) {
            simdjson::SUCCESS;
   });
   return fast || nlohmann::json::accept(text);
+}
+
+std::size_t JsonNestingDepth(std::string_view text) {
+  std::size_t depth = 0;
+  std::size_t deepest = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character, whatever it is
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
 }
 
 std::optional<JsonMembers> ReadJsonMembers(std::string_view text,

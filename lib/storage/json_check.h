@@ -17,6 +17,11 @@ namespace packrec {
 // Whether `text` is one JSON value, as nlohmann::json::accept says. Thread-safe.
 bool AcceptJson(std::string_view text);
 
+// How deep arrays and objects nest in `text` (0 for a scalar; strings are skipped). A linear
+// scan without recursion, for limits set below what JSON readers recurse to (Python's json
+// module raises RecursionError near 1,000).
+std::size_t JsonNestingDepth(std::string_view text);
+
 // What simdjson reads of a document's top-level members `names` (three at most), or nullopt
 // when it refuses the document: the caller then reads it with nlohmann, whose verdict stands.
 struct JsonMembers {

@@ -157,6 +157,16 @@ Status WriteRejectsFile(const std::filesystem::path& file, const std::vector<Rej
   return WriteFileAtomically(file, AsBytes(text));
 }
 
+Status CheckLabelAgainstManifest(const DatasetInfo& info, std::uint64_t index,
+                                 std::uint32_t label) {
+  // label_count 0 with records: a writer's max label + 1 wrapped (a label of 2^32 - 1).
+  if (label < info.label_count || info.label_count == 0) return Status::OK();
+  return Status::Corruption("record " + std::to_string(index) + " has label " +
+                            std::to_string(label) + ", but the manifest says label_count " +
+                            std::to_string(info.label_count))
+      .WithRecordIndex(index);
+}
+
 DatasetInfo InfoFromManifest(const DatasetManifest& manifest, std::string format_short_name) {
   DatasetInfo info;
   info.format = std::move(format_short_name);

@@ -54,6 +54,11 @@ Result<DatasetManifest> ParseManifestJson(std::string_view text, std::string_vie
 // Writes `rejects` to `file` (path<TAB>reason per line, atomically) when there are any.
 Status WriteRejectsFile(const std::filesystem::path& file, const std::vector<Reject>& rejects);
 
+// A record's label checked against the manifest it is read under (a manifest can lie, its
+// checksum recomputed): below label_count. Corruption naming the record otherwise, for the
+// reader to place (path, key). Readers call it on every Read; verify also checks the class list.
+Status CheckLabelAgainstManifest(const DatasetInfo& info, std::uint64_t index, std::uint32_t label);
+
 // DatasetInfo with the common fields filled in; `files` is left to the format.
 DatasetInfo InfoFromManifest(const DatasetManifest& manifest, std::string format_short_name);
 

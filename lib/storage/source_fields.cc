@@ -38,7 +38,9 @@ Status GrowingSchema::Set(SourceRecord& record, const FieldSpec& spec, std::vect
     }
   }
   const FieldSpec& field = fields_[found->second];
-  const Status valid = checked ? Status::OK() : ValidateFieldValue(field, value);
+  const Status valid = !checked                         ? ValidateFieldValue(field, value)
+                       : field.type == FieldType::kJson ? CheckJsonFieldLimits(value)
+                                                        : Status::OK();
   if (!valid.ok()) {
     return Status::InvalidInput("its " + std::string(what) + " cannot be field '" + field.name +
                                 "' (" + std::string(FieldTypeName(field.type)) +

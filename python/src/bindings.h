@@ -20,6 +20,16 @@ namespace py = pybind11;
 // fields, `record_index`, `path` and `byte_offset` (None where the status has none).
 [[noreturn]] void ThrowStatus(const Status& status);
 
+// A message as a Python str: its bytes as UTF-8, any that are not (a key or file name from a
+// damaged or foreign dataset) as \xNN escapes, so that reporting an error never raises a
+// UnicodeDecodeError of its own.
+inline py::str MessageToStr(const std::string& message) {
+  PyObject* text = PyUnicode_DecodeUTF8(message.data(), static_cast<Py_ssize_t>(message.size()),
+                                        "backslashreplace");
+  if (text == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(text);
+}
+
 template <typename T>
 T ValueOrThrow(Result<T> result) {
   if (!result.ok()) ThrowStatus(result.status());

@@ -25,35 +25,49 @@ py::str KeyToStr(std::string_view key) {
 }
 
 // A field's value as Python has it: str (text), the parsed object or str (json), bytes, a numpy
-// array of shape (N, *inner_shape) (numbers); None when the record lacks it.
-py::object FieldToPython(const FieldSpec& spec, const FieldView& value, bool parse_json) {
+// array of shape (N, *inner_shape) (numbers); None when the record lacks it. The readers check a
+// value against its declared type before handing it out; what Python still refuses (text that
+// is not UTF-8, JSON nested deeper than Python recurses, numbers that are not whole elements) is
+// a packrec CorruptionError naming `where` and the record, never a bare ValueError, a
+// RecursionError or an array filled past its end.
+py::object FieldToPython(const FieldSpec& spec, const FieldView& value, bool parse_json,
+                         const std::string& where, std::uint64_t index) {
   if (!value.present) return py::none();
   const auto* data = reinterpret_cast<const char*>(value.bytes.data());
   const std::size_t size = value.bytes.size();
-  switch (spec.type) {
-    case FieldType::kText:
-      return py::str(data, size);
-    case FieldType::kJson: {
-      py::str text(data, size);
-      return parse_json ? py::module_::import("json").attr("loads")(text) : py::object(text);
+  const auto refused = [&](const std::string& why) {
+    return Status::Corruption(where + ": record " + std::to_string(index) + ", field '" +
+                              spec.name + "': " + why)
+        .WithRecordIndex(index)
+        .WithPath(where);
+  };
+  if (spec.type == FieldType::kText || spec.type == FieldType::kJson) {
+    py::object text;
+    try {
+      text = py::str(data, size);
+      if (spec.type == FieldType::kJson && parse_json) {
+        return py::module_::import("json").attr("loads")(text);
+      }
+    } catch (py::error_already_set& error) {
+      ThrowStatus(refused(std::string("Python cannot read it as ") +
+                          std::string(FieldTypeName(spec.type)) + " (" + error.what() + ")"));
     }
-    case FieldType::kBytes:
-      return py::bytes(data, size);
-    case FieldType::kInt64:
-    case FieldType::kFloat32: {
-      const std::size_t item = spec.type == FieldType::kInt64 ? 8 : 4;
-      std::size_t inner = 1;
-      for (const std::uint32_t extent : spec.inner_shape) inner *= extent;
-      std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(size / item / inner)};
-      for (const std::uint32_t extent : spec.inner_shape) shape.push_back(extent);
-      py::array array = spec.type == FieldType::kInt64
-                            ? py::array(py::dtype::of<std::int64_t>(), shape)
-                            : py::array(py::dtype::of<float>(), shape);
-      if (size > 0) std::memcpy(array.mutable_data(), data, size);  // stored little-endian
-      return array;
-    }
+    return text;
   }
-  return py::none();
+  if (spec.type == FieldType::kBytes) return py::bytes(data, size);
+  const std::size_t item = spec.type == FieldType::kInt64 ? 8 : 4;
+  std::size_t inner = 1;
+  for (const std::uint32_t extent : spec.inner_shape) inner *= extent;
+  if (size % (item * inner) != 0) {
+    ThrowStatus(refused(std::to_string(size) + " bytes is not a whole number of " +
+                        std::string(FieldTypeName(spec.type)) + " elements"));
+  }
+  std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(size / item / inner)};
+  for (const std::uint32_t extent : spec.inner_shape) shape.push_back(extent);
+  py::array array = spec.type == FieldType::kInt64 ? py::array(py::dtype::of<std::int64_t>(), shape)
+                                                   : py::array(py::dtype::of<float>(), shape);
+  if (size > 0) std::memcpy(array.mutable_data(), data, size);  // stored little-endian
+  return array;
 }
 
 py::dict FieldSpecToPython(const FieldSpec& spec) {
@@ -163,7 +177,8 @@ class Dataset {
     const std::vector<FieldSpec>& fields = reader_->info().fields;
     for (std::size_t f = 0; f < fields.size(); ++f) {
       const FieldView value = f < view->fields.size() ? view->fields[f] : FieldView{};
-      out[py::str(fields[f].name)] = FieldToPython(fields[f], value, /*parse_json=*/true);
+      out[py::str(fields[f].name)] =
+          FieldToPython(fields[f], value, /*parse_json=*/true, path_, at);
     }
     return out;
   }
@@ -202,7 +217,7 @@ class Dataset {
         return reader_->ReadField(i, field, scratch);
       }();
       if (!value.ok()) ThrowStatus(value.status().WithContext(path_));
-      out.append(FieldToPython(fields[field], *value, /*parse_json=*/false));
+      out.append(FieldToPython(fields[field], *value, /*parse_json=*/false, path_, i));
     }
     return out;
   }
@@ -269,12 +284,12 @@ class Dataset {
     py::list problems;
     for (const VerifyProblem& problem : collector.problems) {
       py::dict entry;
-      entry["file"] = problem.file;
+      entry["file"] = MessageToStr(problem.file);
       entry["record_index"] = problem.record_index ? py::cast(*problem.record_index) : py::none();
       entry["key"] = KeyToStr(problem.key);
       entry["byte_offset"] = problem.byte_offset ? py::cast(*problem.byte_offset) : py::none();
       entry["code"] = std::string(StatusCodeName(problem.status.code()));
-      entry["message"] = problem.status.message();
+      entry["message"] = MessageToStr(problem.status.message());
       problems.append(entry);
     }
     py::dict out;

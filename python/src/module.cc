@@ -45,8 +45,9 @@ void ThrowStatus(const Status& status) {
   const auto [advice, remedy] = Advice(status.remedy());
   std::string message = status.message();
   if (!advice.empty()) message += "; " + std::string(advice);
-  py::object error = errors.attr("from_status")(
-      static_cast<int>(status.code()), std::string(StatusCodeName(status.code())), message);
+  py::object error =
+      errors.attr("from_status")(static_cast<int>(status.code()),
+                                 std::string(StatusCodeName(status.code())), MessageToStr(message));
   error.attr("remedy") =
       remedy.empty() ? py::object(py::none()) : py::object(py::str(std::string(remedy)));
   // Where the error is, from the status's fields (never parsed out of its message).
