@@ -12,6 +12,7 @@
 #include "decode/codecs.h"
 #include "lmdb/caffe_datum.pb.h"
 #include "lmdb/lmdb_format.h"
+#include "lmdb/lmdb_pages.h"
 #include "lmdb/lmdb_status.h"
 #include "storage/source_util.h"
 
@@ -46,6 +47,8 @@ class CaffeLmdbSource final : public RecordSource {
     const bool directory = fs::is_directory(path_, error);
     // Before LMDB maps the file: a cut one would raise SIGBUS on the first page past its end.
     PACKREC_RETURN_IF_ERROR(CheckDataFileWhole(files_.front()));
+    // Before its cursor walks the pages: a damaged one would fail an assert() inside liblmdb.
+    PACKREC_RETURN_IF_ERROR(CheckLmdbPages(files_.front()));
     int rc = mdb_env_create(&env_);
     if (rc == 0) mdb_env_set_mapsize(env_, 0);
     if (rc == 0) {

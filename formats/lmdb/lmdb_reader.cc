@@ -20,6 +20,7 @@
 #include "core/range_stream.h"
 #include "lmdb/lmdb_format.h"
 #include "lmdb/lmdb_layout.h"
+#include "lmdb/lmdb_pages.h"
 #include "lmdb/lmdb_status.h"
 #include "lmdb/lmdb_value.h"
 #include "storage/field_block.h"
@@ -232,6 +233,15 @@ class LmdbReader final : public Reader {
     scratch.field_bytes.assign(block.begin(), block.end());  // the map is gone with txn
     Result<FieldView> value = DecodeFieldValue(scratch.field_bytes, info_.fields.size(), field,
                                                options_.verify_checksums);
+    if (value.ok()) {
+      const Status declared = CheckFieldValue(info_.fields[field], *value);
+      if (!declared.ok()) {
+        return Status::Corruption(data_file_ + ": record " + std::to_string(index) + ", " +
+                                  declared.message())
+            .WithRecordIndex(index)
+            .WithPath(data_file_);
+      }
+    }
     if (!value.ok()) {
       return Status::Corruption(FieldWhere(index, field) + ": " + value.status().message())
           .WithRecordIndex(index)
@@ -304,6 +314,11 @@ class LmdbReader final : public Reader {
       report(std::nullopt, "", env.status());
       return stats;
     }
+    // A damaged page is reported, and the walk that would trip liblmdb's assert() not begun.
+    if (const Status pages = PagesChecked(); !pages.ok()) {
+      report(std::nullopt, "", pages);
+      return stats;
+    }
     ReadTransaction txn;
     Status begun = txn.Begin((*env)->get(), dir_);
     MDB_cursor* cursor = nullptr;
@@ -365,6 +380,7 @@ class LmdbReader final : public Reader {
   Status WalkValues(
       const Environment& env, const ReadTransaction& txn, std::uint64_t begin, std::uint64_t end,
       const std::function<Status(std::uint64_t, const MDB_val&, const MDB_val&)>& on_value) const {
+    PACKREC_RETURN_IF_ERROR(PagesChecked());
     MDB_cursor* cursor = nullptr;
     int rc = mdb_cursor_open(txn.get(), env.dbi(), &cursor);
     if (rc != MDB_SUCCESS) return LmdbError(rc, "open cursor", dir_);
@@ -424,8 +440,8 @@ class LmdbReader final : public Reader {
       return FieldsDamage(index, value, block.status());
     }
     scratch.field_bytes.assign(block->begin(), block->end());
-    const Status decoded =
-        DecodeFieldBlock(scratch.field_bytes, info_.fields.size(), scratch.fields);
+    Status decoded = DecodeFieldBlock(scratch.field_bytes, info_.fields.size(), scratch.fields);
+    if (decoded.ok()) decoded = CheckFieldValues(info_.fields, scratch.fields);
     if (!decoded.ok()) {
       return Status::Corruption(data_file_ + ": record " + std::to_string(index) +
                                 "'s fields: " + decoded.message());
@@ -514,10 +530,24 @@ class LmdbReader final : public Reader {
     return env_.get();
   }
 
+  // CheckLmdbPages, once per reader: before the first cursor walk over the whole environment.
+  Status PagesChecked() const {
+    std::lock_guard lock(pages_mutex_);
+    if (!pages_checked_) pages_checked_ = CheckLmdbPages(dir_ / kDataFileName);
+    return *pages_checked_;
+  }
+
   Result<RecordView> Decode(std::uint64_t index, std::span<const std::byte> value,
                             ReadScratch& scratch, bool verify) const {
-    return DecodeRecordValue(index, value, datum_, verify, info_.format_version, data_file_,
-                             scratch);
+    Result<RecordView> view =
+        DecodeRecordValue(index, value, datum_, verify, info_.format_version, data_file_, scratch);
+    if (!view.ok()) return view;
+    if (const Status label = CheckLabelAgainstManifest(info_, index, view->label); !label.ok()) {
+      return Status::Corruption(data_file_ + ": " + label.message())
+          .WithRecordIndex(index)
+          .WithPath(data_file_);
+    }
+    return view;
   }
 
   // Moves a view's key and bytes into `scratch`, for views that must outlive the transaction.
@@ -539,6 +569,8 @@ class LmdbReader final : public Reader {
   mutable std::unique_ptr<Environment> env_;
   mutable std::vector<std::unique_ptr<Environment>> retired_;
   mutable std::mutex env_mutex_;
+  mutable std::optional<Status> pages_checked_;
+  mutable std::mutex pages_mutex_;
 };
 
 }  // namespace
