@@ -34,12 +34,13 @@ if [[ ${#targets[@]} -eq 0 ]]; then
   [[ $ci == 1 ]] || targets+=(fuzz_hdf5_file)
 fi
 scripts/install-deps.sh
+. scripts/compiler-cache.sh
 # -O2 for the executions' speed (at -O1 fuzz_image ran far slower); -g1: a crash's stack keeps
 # file and line.
 cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
   -DPACKREC_FUZZ=ON -DPACKREC_WITH_CUDA=OFF -DPACKREC_BUILD_PYTHON=OFF \
-  -DPACKREC_BUILD_BENCHMARKS=OFF >/dev/null
+  -DPACKREC_BUILD_BENCHMARKS=OFF "${compiler_cache_args[@]}" >/dev/null
 cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]}"
 # A small quarantine: HDF5 churns through big buffers, and the default one counts as RSS.
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:quarantine_size_mb=64 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

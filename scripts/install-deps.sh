@@ -4,6 +4,7 @@
 set -euo pipefail
 packages=(
   g++ cmake make pkg-config git bc clang-format
+  ccache  # scripts/test.sh and fuzz.sh compile through it: a rebuild or a second CI run reuses objects
   # scripts/fuzz.sh: clang with libFuzzer and its sanitizer runtimes
   clang libclang-rt-14-dev
   libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libopencv-imgproc-dev libstb-dev libzstd-dev libxxhash-dev

@@ -8,12 +8,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+. scripts/compiler-cache.sh
 build=build
 # Line tables only (-g1): backtraces, perf and gdb's `bt` still name function, file and line; a
 # translation unit compiles in 0.63-0.75x the time it takes at -g (no variables or types in the
 # debug info). For a debugging session with variables: a build of your own at -g.
 cmake_args=(-DPACKREC_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
-            -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG")
+            -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" "${compiler_cache_args[@]}")
 # The sanitizer builds compile at -O1 -g1: the build takes about half as long as at -O2 -g (CI's
 # longest step; 447 s against 807 s for build-asan on a 2-core VM, the tests' time unchanged).
 sanitizer_flags=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG")
@@ -27,7 +28,8 @@ if [[ ${1:-} == --tsan ]]; then
   # Only what runs threads against one reader or writer: the rest of the suite adds build time,
   # not races.
   cmake -S . -B build-tsan -DPACKREC_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPACKREC_TSAN=ON \
-    "${sanitizer_flags[@]}" -DPACKREC_BUILD_BENCHMARKS=OFF -DPACKREC_BUILD_PYTHON=OFF -DPACKREC_WITH_CUDA=OFF >/dev/null
+    "${sanitizer_flags[@]}" "${compiler_cache_args[@]}" -DPACKREC_BUILD_BENCHMARKS=OFF \
+    -DPACKREC_BUILD_PYTHON=OFF -DPACKREC_WITH_CUDA=OFF >/dev/null
   cmake --build build-tsan -j "$(nproc)" --target concurrency_tests
   export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
   ctest --test-dir build-tsan -j "$(nproc)" --output-on-failure -L concurrency

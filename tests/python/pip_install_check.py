@@ -2,7 +2,13 @@
 """pip install . into a fresh virtual environment, offline, with what Debian provides; then the
 installed package (not the source or build tree) converts, reads and loads.
 
-Usage: pip_install_check.py SOURCE_DIR WORK_DIR
+Usage: pip_install_check.py SOURCE_DIR WORK_DIR [PREBUILT_MODULE]
+
+With PREBUILT_MODULE (the build tree's _packrec*.so), setup.py installs that module instead of
+compiling the library inside pip (PACKREC_PREBUILT_EXTENSION): the packaging is what is checked
+(pyproject.toml, setup.py, the package's files, an import from the venv), in seconds. Without it,
+pip builds the extension from source as a user's `pip install .` does (ctest
+python.pip_install_from_source).
 """
 import os
 import pathlib
@@ -22,6 +28,8 @@ python = venv / "bin" / "python"
 # not need the network.
 env = dict(os.environ, PIP_NO_INDEX="1", PYTHONPATH="",
            PACKREC_CMAKE_ARGS="-DPACKREC_WITH_CUDA=OFF -DCMAKE_CXX_FLAGS_RELEASE=-O0")
+if len(sys.argv) > 3:
+    env["PACKREC_PREBUILT_EXTENSION"] = sys.argv[3]
 subprocess.run([python, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps",
                 str(source)], check=True, env=env, cwd=work)
 check = r"""
