@@ -11,6 +11,7 @@
 
 #include "core/endian.h"
 #include "core/file_io.h"
+#include "storage/field_block.h"
 
 namespace packrec::conversion {
 namespace {
@@ -68,6 +69,14 @@ std::string AddAnnotation(const json& a, ImageValues& values) {
   const json& area = a.contains("area") ? a["area"] : json();
   if (!crowd.is_number_integer() || !area.is_number()) {
     return "annotation " + id + " lacks an integer iscrowd or a numeric area";
+  }
+  for (const json& number : {box[0], box[1], box[2], box[3], area}) {
+    const std::string problem = NumberProblem(FieldType::kFloat32, number);
+    if (!problem.empty()) return "annotation " + id + ": " + problem;
+  }
+  for (const json& number : {a["id"], a["category_id"], crowd}) {
+    const std::string problem = NumberProblem(FieldType::kInt64, number);
+    if (!problem.empty()) return "annotation " + id + ": " + problem;
   }
   for (const json& v : box) AppendFloat(values.columns[kBoxes], v.get<double>());
   AppendInt(values.columns[kCategory], a["category_id"].get<std::int64_t>());

@@ -143,6 +143,18 @@ std::vector<std::byte> Encode(const FieldSpec& spec, const json& value) {
   return out;
 }
 
+// Why `value` cannot be stored as `spec` without changing a number (NumberProblem on each of
+// its numbers); empty when it can.
+std::string ValueProblem(const FieldSpec& spec, const json& value) {
+  if (!IsNumericField(spec.type)) return "";
+  if (!value.is_array()) return NumberProblem(spec.type, value);
+  for (const json& element : value) {
+    const std::string problem = ValueProblem(spec, element);
+    if (!problem.empty()) return problem;
+  }
+  return "";
+}
+
 // One data row of the metadata file.
 struct Row {
   std::size_t line = 0;
@@ -272,6 +284,30 @@ Result<std::vector<Row>> ReadRows(const fs::path& path, bool csv, std::vector<Re
 
 }  // namespace
 
+namespace {
+
+// Row `row`'s values as `item`'s field values, in field order; why not, when a number cannot be
+// stored as its column's type without changing it (the item's reject reason).
+std::string AttachRow(const Row& row, const std::string& file,
+                      const std::map<std::string, std::size_t>& field_of,
+                      const std::vector<FieldSpec>& fields, SourceItem& item) {
+  for (const auto& [column, value] : row.columns.items()) {
+    if (value.is_null()) continue;
+    const std::size_t field = field_of.at(column);
+    const std::string problem = ValueProblem(fields[field], value);
+    if (!problem.empty()) {
+      return "line " + std::to_string(row.line) + " of " + file + ", column '" + column + "' (" +
+             FieldTypeText(fields[field]) + "): " + problem;
+    }
+    item.field_values.emplace_back(field, Encode(fields[field], value));
+  }
+  std::sort(item.field_values.begin(), item.field_values.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  return "";
+}
+
+}  // namespace
+
 Status ApplyMetadataTable(const fs::path& root, SourceListing& listing) {
   const fs::path jsonl = root / "metadata.jsonl", csv = root / "metadata.csv";
   std::error_code error;
@@ -336,13 +372,12 @@ Status ApplyMetadataTable(const fs::path& root, SourceListing& listing) {
       listing.rejects.push_back({item.path.string(), why});
       continue;
     }
-    for (const auto& [column, value] : rows[rows_of[i][0]].columns.items()) {
-      if (value.is_null()) continue;
-      const std::size_t field = field_of.at(column);
-      item.field_values.emplace_back(field, Encode(listing.fields[field], value));
+    const std::string problem =
+        AttachRow(rows[rows_of[i][0]], path.filename().string(), field_of, listing.fields, item);
+    if (!problem.empty()) {
+      listing.rejects.push_back({item.path.string(), problem});
+      continue;
     }
-    std::sort(item.field_values.begin(), item.field_values.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
     kept.push_back(std::move(item));
   }
   listing.items = std::move(kept);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <set>
 
@@ -141,6 +142,37 @@ Status ValidateFieldValue(const FieldSpec& spec, std::span<const std::byte> byte
     }
   }
   return Status::InvalidArgument("unknown field type");
+}
+
+std::string NumberProblem(FieldType type, const nlohmann::json& number) {
+  const bool beyond_int64 =
+      number.is_number_unsigned() && number.get<std::uint64_t>() > std::uint64_t{INT64_MAX};
+  if (type == FieldType::kInt64) {
+    if (!number.is_number_integer() || beyond_int64) {
+      return number.dump() + " is not an integer int64 can hold";
+    }
+    return "";
+  }
+  const double value = number.get<double>();
+  const auto single = static_cast<float>(value);
+  if (std::isfinite(value) && !std::isfinite(single)) {
+    return number.dump() + " is beyond float32's range (it would be stored as infinity)";
+  }
+  if (number.is_number_integer()) {
+    // Exact when the float32 converts back to the same integer (2^63 and 2^64, where float32
+    // rounds the largest ones, are past what converts back).
+    const double back = static_cast<double>(single);
+    const bool exact = beyond_int64
+                           ? back < 18446744073709551616.0 &&
+                                 static_cast<std::uint64_t>(single) == number.get<std::uint64_t>()
+                           : back < 9223372036854775808.0 &&
+                                 static_cast<std::int64_t>(single) == number.get<std::int64_t>();
+    if (!exact) {
+      return number.dump() + " is an integer float32 cannot hold exactly (it would be stored as " +
+             nlohmann::json(single).dump() + ")";
+    }
+  }
+  return "";
 }
 
 Status CheckFieldValue(const FieldSpec& spec, const FieldView& value) {

@@ -53,6 +53,13 @@ Status CheckFieldValue(const FieldSpec& spec, const FieldView& value);
 // Every value of a record (values.size() == schema.size()).
 Status CheckFieldValues(const std::vector<FieldSpec>& schema, std::span<const FieldView> values);
 
+// Why `number` (a JSON number) cannot be stored in a field of `type` (int64[] or float32[])
+// without a change of value nobody asked for; empty when it can. int64 holds integers from
+// -2^63 to 2^63 - 1. float32 holds a decimal to its precision (about 7 digits, as numpy's
+// astype("float32") does), but not a magnitude beyond its range (which would become inf) nor an
+// integer it would round (beyond 2^24, most are). Import sources make such a value a named reject.
+std::string NumberProblem(FieldType type, const nlohmann::json& number);
+
 // The field's type as messages say it: "text", "float32[] of N x 4".
 std::string FieldTypeText(const FieldSpec& spec);
 
