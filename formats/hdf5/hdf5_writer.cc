@@ -327,13 +327,9 @@ class Hdf5WriterBase : public DatasetWriter {
       if (closed < 0) return Hdf5Error(StatusCode::kIOError, "close", tmp_);
     }
     PACKREC_RETURN_IF_ERROR(SyncFile(tmp_));
-    if (!metadata.rejects.empty()) {
-      std::string rejects = "# path\treason\n";
-      for (const Reject& reject : metadata.rejects)
-        rejects += reject.path + "\t" + reject.reason + "\n";
-      PACKREC_RETURN_IF_ERROR(
-          WriteFileAtomically(WithSuffix(target_, ".rejects.tsv"), AsBytes(rejects)));
-    }
+    // Escaped as the other formats' rejects are (a newline in a file name splits no row).
+    PACKREC_RETURN_IF_ERROR(
+        WriteRejectsFile(WithSuffix(target_, ".rejects.tsv"), metadata.rejects));
     PACKREC_RETURN_IF_ERROR(RenamePath(tmp_, target_));
     PACKREC_RETURN_IF_ERROR(SyncDirectory(target_.has_parent_path() ? target_.parent_path() : "."));
     std::error_code error;

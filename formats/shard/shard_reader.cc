@@ -69,22 +69,9 @@ std::string RecordWhere(const Shard& shard, std::uint64_t index, std::string_vie
 // How ValidateShard reads the shard's bytes: pread locally, ranged GETs remotely.
 using ReadAt = std::function<Status(std::uint64_t offset, std::span<std::byte> out)>;
 
-Status ValidateShard(Shard& shard, std::size_t field_count, std::uint64_t size,
-                     const ReadAt& read_at) {
-  const std::string name = shard.path.string();
-  if (size < shard.meta.size_bytes) {
-    return Status::Truncated(name + ": truncated (expected " +
-                             std::to_string(shard.meta.size_bytes) + " bytes, got " +
-                             std::to_string(size) + ")");
-  }
-  if (size > shard.meta.size_bytes) {
-    return Status::Corruption(name + ": " + std::to_string(size) + " bytes, the manifest says " +
-                              std::to_string(shard.meta.size_bytes));
-  }
-  if (size < kHeaderSize + kFooterSize) {
-    return Status::Corruption(name + ": " + std::to_string(size) +
-                              " bytes is too small for a shard");
-  }
+// The header: magic, checksum, reserved bytes, a version this reader knows, the first record
+// the manifest says.
+Status CheckShardHeader(Shard& shard, const std::string& name, const ReadAt& read_at) {
   std::array<std::byte, kHeaderSize> header_bytes{};
   PACKREC_RETURN_IF_ERROR(read_at(0, header_bytes));
   Header header;
@@ -113,6 +100,13 @@ Status ValidateShard(Shard& shard, std::size_t field_count, std::uint64_t size,
                               std::to_string(header.first_record) + ", the manifest " +
                               std::to_string(shard.meta.first_record));
   }
+  return Status::OK();
+}
+
+// The footer against the manifest, the key table and index inside the file, and the metadata
+// checksum; reads the key table and index into shard.metadata.
+Status CheckShardFooter(Shard& shard, const std::string& name, std::uint64_t size,
+                        const ReadAt& read_at) {
   const std::uint64_t footer_offset = size - kFooterSize;
   std::array<std::byte, kFooterSize> footer_bytes{};
   PACKREC_RETURN_IF_ERROR(read_at(footer_offset, footer_bytes));
@@ -154,6 +148,12 @@ Status ValidateShard(Shard& shard, std::size_t field_count, std::uint64_t size,
                               std::to_string(footer.keys_offset) + "-" +
                               std::to_string(footer_offset - 1) + ")");
   }
+  return Status::OK();
+}
+
+// Every index entry: its payload, key and field block inside the file, its sizes possible.
+Status CheckIndexEntries(const Shard& shard, std::size_t field_count, const std::string& name) {
+  const Footer& footer = shard.footer;
   for (std::uint64_t local = 0; local < footer.record_count; ++local) {
     IndexEntry entry;
     const std::uint64_t index = footer.first_record + local;
@@ -182,6 +182,27 @@ Status ValidateShard(Shard& shard, std::size_t field_count, std::uint64_t size,
     }
   }
   return Status::OK();
+}
+
+Status ValidateShard(Shard& shard, std::size_t field_count, std::uint64_t size,
+                     const ReadAt& read_at) {
+  const std::string name = shard.path.string();
+  if (size < shard.meta.size_bytes) {
+    return Status::Truncated(name + ": truncated (expected " +
+                             std::to_string(shard.meta.size_bytes) + " bytes, got " +
+                             std::to_string(size) + ")");
+  }
+  if (size > shard.meta.size_bytes) {
+    return Status::Corruption(name + ": " + std::to_string(size) + " bytes, the manifest says " +
+                              std::to_string(shard.meta.size_bytes));
+  }
+  if (size < kHeaderSize + kFooterSize) {
+    return Status::Corruption(name + ": " + std::to_string(size) +
+                              " bytes is too small for a shard");
+  }
+  PACKREC_RETURN_IF_ERROR(CheckShardHeader(shard, name, read_at));
+  PACKREC_RETURN_IF_ERROR(CheckShardFooter(shard, name, size, read_at));
+  return CheckIndexEntries(shard, field_count, name);
 }
 
 class ShardReader final : public Reader {
@@ -663,21 +684,30 @@ Result<std::unique_ptr<Reader>> OpenRemoteShardDataset(std::string_view url,
   PACKREC_ASSIGN_OR_RETURN(const std::shared_ptr<ObjectStore> store,
                            ObjectStore::ForUrl(url, options.remote));
   const std::string manifest_url = store->NameUrl(kManifestName);
-  Result<std::vector<std::byte>> text = store->Get(kManifestName);
-  if (!text.ok()) {
-    if (text.status().code() == StatusCode::kNotFound) {
-      return Status::NotFound(store->url() + " is not a packrec shard dataset (no " + manifest_url +
-                              "; of the formats, only shard datasets are read from URLs)");
+  // A manifest that fails its checksum may be a body cut short on the way (a proxy that ends it
+  // early and shortens Content-Length to match, which curl cannot see): fetched again, a few
+  // times, before it is called corrupt.
+  Result<Manifest> manifest = Status::Corruption(manifest_url + ": not fetched");
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    Result<std::vector<std::byte>> text = store->Get(kManifestName);
+    if (!text.ok()) {
+      if (text.status().code() == StatusCode::kNotFound) {
+        return Status::NotFound(store->url() + " is not a packrec shard dataset (no " +
+                                manifest_url +
+                                "; of the formats, only shard datasets are read from URLs)");
+      }
+      return text.status();
     }
-    return text.status();
+    manifest = ParseManifestBytes(*text, manifest_url);
+    if (manifest.status().code() != StatusCode::kCorruption) break;
   }
-  PACKREC_ASSIGN_OR_RETURN(Manifest manifest, ParseManifestBytes(*text, manifest_url));
-  DatasetInfo info = InfoOf(manifest);
-  std::vector<ShardEdges> edges = PlanEdges(manifest.shards);
+  if (!manifest.ok()) return manifest.status();
+  DatasetInfo info = InfoOf(*manifest);
+  std::vector<ShardEdges> edges = PlanEdges(manifest->shards);
   std::vector<ObjectStore::Range> ranges;
   for (std::size_t i = 0; i < edges.size(); ++i) {
-    ranges.push_back({manifest.shards[i].file, 0, edges[i].head});
-    ranges.push_back({manifest.shards[i].file, edges[i].tail_offset, edges[i].tail});
+    ranges.push_back({manifest->shards[i].file, 0, edges[i].head});
+    ranges.push_back({manifest->shards[i].file, edges[i].tail_offset, edges[i].tail});
   }
   const Status fetched = store->Fetch(ranges);
   if (!fetched.ok()) {
@@ -686,9 +716,9 @@ Result<std::unique_ptr<Reader>> OpenRemoteShardDataset(std::string_view url,
   }
   std::vector<Shard> shards;
   std::vector<std::string> names;
-  shards.reserve(manifest.shards.size());
-  for (std::size_t i = 0; i < manifest.shards.size(); ++i) {
-    const ManifestShard& meta = manifest.shards[i];
+  shards.reserve(manifest->shards.size());
+  for (std::size_t i = 0; i < manifest->shards.size(); ++i) {
+    const ManifestShard& meta = manifest->shards[i];
     Shard& shard = shards.emplace_back();
     shard.meta = meta;
     shard.path = store->NameUrl(meta.file);
@@ -700,7 +730,7 @@ Result<std::unique_ptr<Reader>> OpenRemoteShardDataset(std::string_view url,
   std::unique_ptr<BlockCache> cache;
   if (!store->options().cache_dir.empty()) {
     std::vector<BlockCache::Object> objects;
-    for (const ManifestShard& meta : manifest.shards) {
+    for (const ManifestShard& meta : manifest->shards) {
       objects.push_back({meta.file, meta.size_bytes, meta.xxh64});
     }
     PACKREC_ASSIGN_OR_RETURN(cache, BlockCache::Open(store, std::move(objects)));

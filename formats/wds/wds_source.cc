@@ -13,6 +13,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "core/checksum.h"
 #include "core/file_io.h"
 #include "core/keys.h"
 #include "storage/field_block.h"
@@ -245,6 +246,7 @@ class WdsSource final : public FileListSource {
     // Our own read callback, so the kernel is kept reading ahead (ReadAhead) on cold storage.
     archive_read_set_skip_callback(archive_, &WdsSource::SkipCallback);
     samples_in_file_ = 0;
+    RememberKeysOfFile();
     keys_in_file_.clear();
     if (archive_read_open(archive_, this, nullptr, &WdsSource::ReadCallback, nullptr) !=
         ARCHIVE_OK) {
@@ -253,6 +255,17 @@ class WdsSource final : public FileListSource {
       FailArchive(read_failed_ ? "cannot be read" : "not a tar archive", 0, "",
                   "the file is not read");
     }
+  }
+
+  // The keys of the tar just read join those of the tars before it, as XXH64 hashes (8 bytes a
+  // sample, where the keys themselves would take tens: an import of LAION's size keeps them all;
+  // two different keys share a hash once in 2^64 pairs).
+  void RememberKeysOfFile() {
+    const std::size_t before = keys_of_earlier_files_.size();
+    for (const auto& [key, offset] : keys_in_file_) keys_of_earlier_files_.push_back(Xxh64(key));
+    const auto middle = keys_of_earlier_files_.begin() + static_cast<std::ptrdiff_t>(before);
+    std::sort(middle, keys_of_earlier_files_.end());
+    std::inplace_merge(keys_of_earlier_files_.begin(), middle, keys_of_earlier_files_.end());
   }
 
   // The current tar is done with: the next one is opened on the next call.
@@ -317,6 +330,78 @@ class WdsSource final : public FileListSource {
     EndArchive();
   }
 
+  // The tar's end, where the next header would start at `offset`.
+  void EndOfTar(std::uint64_t offset) {
+    // libarchive takes a tar that ends at a member boundary for a whole one; a tar writer
+    // stopped between two members leaves just that, and its last sample may lack members (an
+    // image without its cls would import with label 0). A whole tar ends with zero blocks.
+    if (pending_ && archive_filter_bytes(archive_, 0) < static_cast<la_int64_t>(offset) + 512) {
+      FailArchive("the tar ends at byte " + std::to_string(offset) +
+                      " without the zero blocks that end a tar, as one whose writing stopped "
+                      "does; its last sample may be missing members",
+                  pending_->offset, "", "the samples before it are kept");
+      return;
+    }
+    Flush();
+    EndArchive();
+  }
+
+  // A new sample of key `key` at byte `offset`; a key this tar or an earlier one of the source
+  // had already makes it a reject.
+  void StartSample(const std::string& key, std::uint64_t offset) {
+    pending_ = Sample{key, {}, offset, samples_in_file_++, {}};
+    pending_->members.reserve(4);  // an image, a label and a few more, mostly
+    const auto [earlier, added] = keys_in_file_.emplace(key, offset);
+    if (!added) {
+      pending_->ambiguity = "its key was the key of the sample at byte " +
+                            std::to_string(earlier->second) +
+                            " of this tar already (a second sample of one key is not kept)";
+    } else if (std::binary_search(keys_of_earlier_files_.begin(), keys_of_earlier_files_.end(),
+                                  Xxh64(key))) {
+      pending_->ambiguity =
+          "its key was the key of a sample of an earlier tar of this source already (a second "
+          "sample of one key is not kept)";
+    }
+  }
+
+  // The bytes of the member `entry` (`size` as its header says, -1 unknown) into member.bytes;
+  // false after FailArchive when they cannot all be read.
+  bool CopyMemberBytes(archive_entry* entry, la_int64_t size, std::uint64_t offset,
+                       const std::string& name, Member& member) {
+    // The member's blocks are copied out of libarchive's buffer as they lie: reading through
+    // archive_read_data needed a zero-filled vector first, a second pass over every byte on the
+    // reading thread, the import's busiest.
+    if (size > 0) member.bytes.reserve(static_cast<std::size_t>(size));
+    for (;;) {
+      const void* block = nullptr;
+      std::size_t block_size = 0;
+      la_int64_t block_offset = 0;
+      const int got = archive_read_data_block(archive_, &block, &block_size, &block_offset);
+      if (got == ARCHIVE_EOF) break;
+      if (got < ARCHIVE_OK || block_offset < static_cast<la_int64_t>(member.bytes.size()) ||
+          block_offset + static_cast<la_int64_t>(block_size) > kMaxMemberBytes) {
+        FailArchive("truncated or damaged member", offset, name);
+        return false;
+      }
+      // A sparse member's holes read as zeros, as archive_read_data gives them.
+      member.bytes.resize(static_cast<std::size_t>(block_offset));
+      const auto* bytes = static_cast<const std::byte*>(block);
+      member.bytes.insert(member.bytes.end(), bytes, bytes + block_size);
+    }
+    // A sparse member that ends in a hole has no block for it: its last bytes are zeros.
+    if (size >= 0 && member.bytes.size() < static_cast<std::uint64_t>(size) &&
+        archive_entry_sparse_count(entry) > 0) {
+      member.bytes.resize(static_cast<std::size_t>(size));
+    }
+    if (size >= 0 && member.bytes.size() != static_cast<std::uint64_t>(size)) {
+      FailArchive("member is " + std::to_string(member.bytes.size()) + " bytes, its header says " +
+                      std::to_string(size),
+                  offset, name);
+      return false;
+    }
+    return true;
+  }
+
   void ReadMember() {
     archive_entry* entry = nullptr;
     const int header = archive_read_next_header(archive_, &entry);
@@ -326,18 +411,7 @@ class WdsSource final : public FileListSource {
     const auto offset = static_cast<std::uint64_t>(
         header_at >= 0 ? header_at : std::max<la_int64_t>(archive_filter_bytes(archive_, 0), 0));
     if (header == ARCHIVE_EOF) {
-      // libarchive takes a tar that ends at a member boundary for a whole one; a tar writer
-      // stopped between two members leaves just that, and its last sample may lack members (an
-      // image without its cls would import with label 0). A whole tar ends with zero blocks.
-      if (pending_ && archive_filter_bytes(archive_, 0) < static_cast<la_int64_t>(offset) + 512) {
-        FailArchive("the tar ends at byte " + std::to_string(offset) +
-                        " without the zero blocks that end a tar, as one whose writing stopped "
-                        "does; its last sample may be missing members",
-                    pending_->offset, "", "the samples before it are kept");
-        return;
-      }
-      Flush();
-      EndArchive();
+      EndOfTar(offset);
       return;
     }
     // The sample being read may have had members after this header: it is rejected with the rest.
@@ -360,16 +434,7 @@ class WdsSource final : public FileListSource {
       return;
     }
     if (pending_ && pending_->key != key) Flush();
-    if (!pending_) {
-      pending_ = Sample{key, {}, offset, samples_in_file_++, {}};
-      pending_->members.reserve(4);  // an image, a label and a few more, mostly
-      const auto [earlier, added] = keys_in_file_.emplace(key, offset);
-      if (!added) {
-        pending_->ambiguity = "its key was the key of the sample at byte " +
-                              std::to_string(earlier->second) +
-                              " of this tar already (a second sample of one key is not kept)";
-      }
-    }
+    if (!pending_) StartSample(key, offset);
     if (hard_link != nullptr || symlink != nullptr) {
       // A link holds no bytes of its own; WebDataset's reader skips it, which would drop the
       // member without a word.
@@ -405,37 +470,7 @@ class WdsSource final : public FileListSource {
       pending_->members.push_back(std::move(member));
       return;
     }
-    // The member's blocks are copied out of libarchive's buffer as they lie: reading through
-    // archive_read_data needed a zero-filled vector first, a second pass over every byte on the
-    // reading thread, the import's busiest.
-    if (size > 0) member.bytes.reserve(static_cast<std::size_t>(size));
-    for (;;) {
-      const void* block = nullptr;
-      std::size_t block_size = 0;
-      la_int64_t block_offset = 0;
-      const int got = archive_read_data_block(archive_, &block, &block_size, &block_offset);
-      if (got == ARCHIVE_EOF) break;
-      if (got < ARCHIVE_OK || block_offset < static_cast<la_int64_t>(member.bytes.size()) ||
-          block_offset + static_cast<la_int64_t>(block_size) > kMaxMemberBytes) {
-        FailArchive("truncated or damaged member", offset, name);
-        return;
-      }
-      // A sparse member's holes read as zeros, as archive_read_data gives them.
-      member.bytes.resize(static_cast<std::size_t>(block_offset));
-      const auto* bytes = static_cast<const std::byte*>(block);
-      member.bytes.insert(member.bytes.end(), bytes, bytes + block_size);
-    }
-    // A sparse member that ends in a hole has no block for it: its last bytes are zeros.
-    if (size >= 0 && member.bytes.size() < static_cast<std::uint64_t>(size) &&
-        archive_entry_sparse_count(entry) > 0) {
-      member.bytes.resize(static_cast<std::size_t>(size));
-    }
-    if (size >= 0 && member.bytes.size() != static_cast<std::uint64_t>(size)) {
-      FailArchive("member is " + std::to_string(member.bytes.size()) + " bytes, its header says " +
-                      std::to_string(size),
-                  offset, name);
-      return;
-    }
+    if (!CopyMemberBytes(entry, size, offset, name, member)) return;
     pending_->members.push_back(std::move(member));
   }
 
@@ -694,6 +729,8 @@ class WdsSource final : public FileListSource {
   std::uint64_t samples_in_file_ = 0;
   // Each key seen in the current tar, with the byte its first sample starts at.
   std::unordered_map<std::string, std::uint64_t> keys_in_file_;
+  // The keys of every tar read before the current one (RememberKeysOfFile), sorted.
+  std::vector<std::uint64_t> keys_of_earlier_files_;
   std::optional<Sample> pending_;
   std::deque<SourceRecord> ready_;
   mutable std::mutex class_names_mutex_;  // FinishRecord notes names on the workers

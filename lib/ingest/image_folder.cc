@@ -71,9 +71,9 @@ std::size_t LongestStemDot(const std::string& name, std::size_t limit,
   return std::string::npos;
 }
 
-// One directory's files (sorted by name): the images become items, the side files are matched
-// to them. An image that is itself a side file (`0001.mask.png`) is decided first, so that a
-// file cannot attach to one.
+// One directory's files (sorted by name): every image becomes an item (`0001.mask.png` and
+// `photo.thumb.jpg` too, as in torchvision's ImageFolder), and every other file whose name starts
+// with an image's stem and a dot is matched to that image as a side file.
 void AddDirectory(const fs::path& root, DirectoryFiles files, std::uint32_t label,
                   SourceListing& listing, std::vector<PendingSideFile>& side_files) {
   std::map<std::string, std::vector<std::size_t>> image_stems;  // stem -> files (images)
@@ -81,25 +81,10 @@ void AddDirectory(const fs::path& root, DirectoryFiles files, std::uint32_t labe
     const std::string& name = files[i].second;
     if (HasImageExtension(name)) image_stems[name.substr(0, name.rfind('.'))].push_back(i);
   }
-  // Images that are side files: a stem before their extension's dot is another image's.
   std::vector<std::size_t> suffix_dot(files.size(), std::string::npos);
   for (std::size_t i = 0; i < files.size(); ++i) {
     const std::string& name = files[i].second;
-    if (!HasImageExtension(name)) continue;
-    const std::size_t dot = LongestStemDot(name, name.rfind('.'), image_stems);
-    if (dot != std::string::npos) suffix_dot[i] = dot;
-  }
-  for (std::size_t i = 0; i < files.size(); ++i) {
-    if (suffix_dot[i] == std::string::npos) continue;
-    auto& list = image_stems[files[i].second.substr(0, files[i].second.rfind('.'))];
-    list.erase(std::remove(list.begin(), list.end(), i), list.end());
-  }
-  std::erase_if(image_stems, [](const auto& entry) { return entry.second.empty(); });
-  for (std::size_t i = 0; i < files.size(); ++i) {
-    const std::string& name = files[i].second;
-    if (!HasImageExtension(name) || suffix_dot[i] != std::string::npos) {
-      suffix_dot[i] = LongestStemDot(name, name.size(), image_stems);
-    }
+    if (!HasImageExtension(name)) suffix_dot[i] = LongestStemDot(name, name.size(), image_stems);
   }
   std::vector<std::size_t> item_of(files.size(), SIZE_MAX);
   for (std::size_t i = 0; i < files.size(); ++i) {
@@ -137,25 +122,25 @@ FieldType SuffixType(std::string_view suffix) {
 }
 
 // The schema: one field per suffix seen, sorted; each side file then knows its field. A suffix
-// that cannot name a field (not UTF-8, a control character) makes its files rejects.
+// that cannot name a field (not UTF-8, a control character, the record's own `label`, `key` or
+// `image`) makes its files rejects, with the schema's reason.
 void AssignFields(SourceListing& listing, const std::vector<PendingSideFile>& side_files) {
   std::map<std::string, std::size_t> fields;
   for (const PendingSideFile& side : side_files) fields.emplace(side.suffix, 0);
-  std::set<std::string> unusable;
+  std::map<std::string, std::string> unusable;  // suffix -> why
   for (auto& [suffix, index] : fields) {
     FieldSpec spec{suffix, SuffixType(suffix), suffix, {}};
-    if (!ValidateSchema({spec}).ok()) {
-      unusable.insert(suffix);
+    if (const Status valid = ValidateSchema({spec}); !valid.ok()) {
+      unusable.emplace(suffix, valid.message());
       continue;
     }
     index = listing.fields.size();
     listing.fields.push_back(std::move(spec));
   }
   for (const PendingSideFile& side : side_files) {
-    if (unusable.count(side.suffix)) {
+    if (const auto why = unusable.find(side.suffix); why != unusable.end()) {
       listing.rejects.push_back(
-          {side.path.string(), "its suffix '" + PrintableKey(side.suffix) +
-                                   "' cannot name a field (not UTF-8, or a control character)"});
+          {side.path.string(), "its suffix cannot name a field: " + why->second});
       continue;
     }
     listing.items[side.item].side_files.push_back({fields.at(side.suffix), side.path});

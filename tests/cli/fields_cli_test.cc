@@ -1,4 +1,4 @@
-// Image folders whose images have side files (<stem>.txt, .json, .cls, .mask.png): convert keeps
+// Image folders whose images have side files (<stem>.txt, .json, .cls, .mask.bin): convert keeps
 // each as a field, extract gives every file back byte for byte, bad side files are named rejects.
 #include <doctest/doctest.h>
 
@@ -39,7 +39,7 @@ void MakeSideFileTree(const fs::path& root) {
                       "{\"id\": " + std::to_string(i) + ", \"tags\": [\"" + cls + "\"]}");
       test::WriteText(stem.string() + ".cls", std::to_string(i));
       if (i != 3)
-        test::WriteBytes(stem.string() + ".mask.png", test::MakePng(40 + 3 * i, 30, 7 + i));
+        test::WriteBytes(stem.string() + ".mask.bin", test::MakePng(40 + 3 * i, 30, 7 + i));
     }
   }
 }
@@ -59,7 +59,7 @@ TEST_CASE("folder with side files -> shard -> extract gives every file back byte
     names.push_back(field["name"]);
     types.push_back(field["type"]);
   }
-  CHECK(names == std::vector<std::string>{"cls", "json", "mask.png", "txt"});
+  CHECK(names == std::vector<std::string>{"cls", "json", "mask.bin", "txt"});
   CHECK(types == std::vector<std::string>{"text", "json", "bytes", "text"});
   REQUIRE(test::RunCli("verify " + test::Quote(dir / "ds")).exit_code == 0);
   const test::CommandResult extracted =
@@ -116,7 +116,7 @@ TEST_CASE("a side file that does not match its field is its image's reject, nami
 }
 
 TEST_CASE(
-    "side-file rules: an image of its own stays a record, one side file for two images is a "
+    "side-file rules: every image is a record of its own, one side file for two images is a "
     "reject") {
   test::TempDir dir;
   const fs::path cls = dir / "tree" / "a";
@@ -125,28 +125,32 @@ TEST_CASE(
   test::WriteBytes(cls / "x.png", test::MakePng(16, 16, 2));  // a record, as in ImageFolder
   test::WriteText(cls / "x.txt", "whose?");                   // x.jpg's or x.png's: neither
   test::WriteBytes(cls / "y.jpg", test::MakeJpeg(16, 16, 3));
-  test::WriteBytes(cls / "y.seg.png", test::MakePng(16, 16, 4));  // y.jpg's field seg.png
+  test::WriteBytes(cls / "y.thumb.jpg", test::MakeJpeg(8, 8, 4));  // a record, not a field
+  test::WriteBytes(cls / "y.seg.bin", test::MakePng(16, 16, 5));   // y.jpg's field seg.bin
+  test::WriteText(cls / "y.label", "3");  // cannot be a field: label is the record's own
   test::WriteText(cls / "notes.md", "not an image, nobody's side file");
   const test::CommandResult run = test::RunCli(
       "convert --on-error skip " + test::Quote(dir / "tree") + " " + test::Quote(dir / "ds"));
   REQUIRE_MESSAGE(run.exit_code == 0, run.output);
   auto reader = OpenDataset(dir / "ds");
   REQUIRE(reader.ok());
-  REQUIRE((*reader)->size() == 3);
+  REQUIRE((*reader)->size() == 4);
   REQUIRE((*reader)->info().fields.size() == 1);
-  CHECK((*reader)->info().fields[0].name == "seg.png");
+  CHECK((*reader)->info().fields[0].name == "seg.bin");
   ReadScratch scratch;
   std::vector<std::string> keys;
-  for (std::uint64_t i = 0; i < 3; ++i) {
+  for (std::uint64_t i = 0; i < 4; ++i) {
     auto view = (*reader)->Read(i, scratch);
     REQUIRE(view.ok());
     keys.emplace_back(view->key);
     CHECK(view->fields[0].present == (view->key == "a/y.jpg"));
   }
-  CHECK(keys == std::vector<std::string>{"a/x.jpg", "a/x.png", "a/y.jpg"});
+  CHECK(keys == std::vector<std::string>{"a/x.jpg", "a/x.png", "a/y.jpg", "a/y.thumb.jpg"});
   const std::vector<std::byte> rejects = test::ReadBytes(dir / "ds" / "rejects.tsv");
   const std::string text(reinterpret_cast<const char*>(rejects.data()), rejects.size());
   CHECK(text.find("x.txt\ta side file of 2 images with the same stem") != std::string::npos);
+  CHECK(text.find("y.label\tits suffix cannot name a field: field 'label': the name is the "
+                  "record's own") != std::string::npos);
 }
 
 TEST_CASE("a format that cannot keep the fields refuses the conversion and says which can") {

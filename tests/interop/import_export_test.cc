@@ -770,7 +770,9 @@ TEST_CASE("a WebDataset tar that ends without its end blocks rejects its last sa
 
 // WebDataset's reader keeps the last of two members with one name and yields a repeated key as
 // two samples; a converter must not guess which is meant, nor keep one silently.
-TEST_CASE("a WebDataset sample with two members of one suffix, or a repeated key, is a reject") {
+TEST_CASE(
+    "a WebDataset sample with two members of one suffix, or a repeated key, is a reject, also "
+    "across tars") {
   test::TempDir dir;
   const fs::path twice = dir / "twice.tar";
   MakeTar(twice, {{"a.jpg", "first"},
@@ -797,6 +799,18 @@ TEST_CASE("a WebDataset sample with two members of one suffix, or a repeated key
             "reject " + again.string() + " sample 2 (a) at byte " + std::to_string(headers[4]) +
                 ": its key was the key of the sample at byte 0 of this tar already (a second "
                 "sample of one key is not kept)"});
+  // The same key in a later tar of the source: a reject as within one tar (the first is kept).
+  fs::create_directories(dir / "two");
+  MakeTar(dir / "two" / "p.tar", {{"a.jpg", "a"}, {"a.cls", "1"}, {"b.jpg", "b"}, {"b.cls", "3"}});
+  MakeTar(dir / "two" / "q.tar", {{"c.jpg", "c"}, {"c.cls", "4"}, {"a.jpg", "x"}, {"a.cls", "5"}});
+  const std::vector<std::string> across = ImportedFrom((dir / "two" / "*.tar").string());
+  REQUIRE(across.size() == 4);
+  CHECK(std::vector<std::string>(across.begin(), across.begin() + 3) ==
+        std::vector<std::string>{"a.jpg 1", "b.jpg 3", "c.jpg 4"});
+  CHECK(across[3].starts_with("reject " + (dir / "two" / "q.tar").string() + " sample 1 (a)"));
+  CHECK(
+      across[3].ends_with(": its key was the key of a sample of an earlier tar of this source "
+                          "already (a second sample of one key is not kept)"));
   // GNU tar stores a file named twice as a hard link to the first: a member without bytes.
   const fs::path linked = dir / "linked.tar";
   test::WriteText(dir / "a.jpg", "a");

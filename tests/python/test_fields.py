@@ -24,7 +24,7 @@ def side_file_tree(tmp_path_factory):
             if i != 3:
                 (root / cls / f"{i:04d}.txt").write_text(f"a {cls} \u00e9t\u00e9 {i}\n", encoding="utf-8")
             (root / cls / f"{i:04d}.json").write_text(json.dumps({"i": i, "boxes": [[0, 0, i, i]]}))
-            Image.new("L", (24 + i, 16), i).save(f"{stem}.mask.png")
+            Image.new("L", (24 + i, 16), i).save(f"{stem}.mask.bin", format="PNG")
     return root
 
 
@@ -42,7 +42,7 @@ def expected_records(root):
         for name in sorted(n for n in os.listdir(root / cls) if n.endswith(".jpg")):
             stem = name[: -len(".jpg")]
             fields = {}
-            for suffix in ("json", "mask.png", "txt"):
+            for suffix in ("json", "mask.bin", "txt"):
                 path = root / cls / f"{stem}.{suffix}"
                 fields[suffix] = path.read_bytes() if path.exists() else None
             records.append((f"{cls}/{name}", label, fields))
@@ -51,7 +51,7 @@ def expected_records(root):
 
 def test_fields_read_through_packrec(side_file_tree, field_dataset):
     ds = packrec.open(field_dataset)
-    assert [f["name"] for f in ds.fields] == ["json", "mask.png", "txt"]
+    assert [f["name"] for f in ds.fields] == ["json", "mask.bin", "txt"]
     assert [f["type"] for f in ds.fields] == ["json", "bytes", "text"]
     expected = expected_records(side_file_tree)
     assert ds.labels.dtype == numpy.int64
@@ -59,12 +59,12 @@ def test_fields_read_through_packrec(side_file_tree, field_dataset):
     captions = ds.field("txt")
     assert captions == [None if f["txt"] is None else f["txt"].decode("utf-8") for _, _, f in expected]
     assert [json.loads(text) for text in ds.field("json")] == [json.loads(f["json"]) for _, _, f in expected]
-    assert ds.field("mask.png") == [f["mask.png"] for _, _, f in expected]
+    assert ds.field("mask.bin") == [f["mask.bin"] for _, _, f in expected]
     for i, (key, label, fields) in enumerate(expected):
         sample = ds.sample(i)
         assert (sample["key"], sample["label"]) == (key, label)
         assert sample["json"] == json.loads(fields["json"])
-        assert sample["mask.png"] == fields["mask.png"]
+        assert sample["mask.bin"] == fields["mask.bin"]
         assert sample["image"] == (side_file_tree / key).read_bytes()
     with pytest.raises(KeyError, match="no field 'caption'"):
         ds.field("caption")

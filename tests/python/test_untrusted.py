@@ -29,7 +29,7 @@ def tree(tmp_path_factory):
             # 13 + len(cls) bytes: never a whole number of int64 or float32 elements
             (root / cls / f"{i:04d}.txt").write_text(f"caption {i} of {cls}!", encoding="utf-8")
             (root / cls / f"{i:04d}.json").write_text(json.dumps({"i": i}))
-            Image.new("L", (24, 16), i).save(f"{stem}.mask.png")
+            Image.new("L", (24, 16), i).save(f"{stem}.mask.bin", format="PNG")
     return root
 
 
@@ -77,8 +77,8 @@ def cut_classes(manifest):
 LIES = {
     "text declared int64[]": (retype("txt", "int64[]"), "txt"),
     "text declared float32[]": (retype("txt", "float32[]"), "txt"),
-    "bytes declared json": (retype("mask.png", "json"), "mask.png"),
-    "bytes declared text": (retype("mask.png", "text"), "mask.png"),
+    "bytes declared json": (retype("mask.bin", "json"), "mask.bin"),
+    "bytes declared text": (retype("mask.bin", "text"), "mask.bin"),
     "fields reordered": (reverse_fields, None),
 }
 
@@ -171,3 +171,29 @@ def test_an_error_about_a_key_that_is_not_utf8_is_still_a_packrec_error(tmp_path
     report = ds.verify()
     assert not report["ok"] and report["problems"]
     assert all(isinstance(p["message"], str) for p in report["problems"])
+
+
+@pytest.mark.parametrize("values, why", [
+    ([0.5, 1e39], "beyond float32's range"),
+    ([3, 18446744073709551615], "float32 cannot hold exactly"),
+    ([0.25, 16777217], "float32 cannot hold exactly"),
+])
+def test_a_number_the_column_type_cannot_hold_is_a_named_reject(tmp_path, values, why):
+    """metadata.jsonl numbers go to float32 or int64 columns; one the type cannot hold (it would
+    become inf, or round) is that image's reject, never a changed value."""
+    tree = tmp_path / "tree"
+    os.makedirs(tree / "a")
+    with open(tree / "metadata.jsonl", "w") as rows:
+        for i, value in enumerate(values):
+            Image.new("RGB", (16, 16), (i, 2, 3)).save(tree / "a" / f"{i}.jpg")
+            rows.write(json.dumps({"file_name": f"a/{i}.jpg", "score": value}) + "\n")
+    run = subprocess.run([CLI, "convert", str(tree), str(tmp_path / "ds.pkr"), "--on-error", "skip"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    rejects = (tmp_path / "ds.pkr" / "rejects.tsv").read_text()
+    assert "a/1.jpg" in rejects and why in rejects and "column 'score'" in rejects, rejects
+    ds = packrec.open(tmp_path / "ds.pkr")
+    assert len(ds) == 1 and ds.sample(0)["score"].tolist() == [values[0]]
+    failed = subprocess.run([CLI, "convert", str(tree), str(tmp_path / "fail.pkr")],
+                            capture_output=True, text=True)
+    assert failed.returncode != 0 and why in failed.stderr, failed.stderr

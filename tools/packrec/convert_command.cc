@@ -83,43 +83,30 @@ class ProgressPrinter {
   std::uint64_t lines_ = 0;
 };
 
-}  // namespace
+// What the flags set, before they become ConvertOptions.
+struct ConvertArgs {
+  ConvertOptions options;
+  std::string source;
+  std::string output;
+  std::string compress = "none";
+  std::string list_format = "auto";
+  std::string on_error = "fail";
+  std::string root;
+  std::string hdf5_layout = "encoded";
+  std::string lmdb_values = "packrec";
+  std::string from = "auto";
+  std::string caffe_raw = "png";
+  std::vector<std::uint32_t> size;
+  std::uint64_t seed = 0;
+  std::string part;
+  bool shuffle = false;
+  bool quiet = false;
+  bool json = false;
+  double progress_interval = 10;
+};
 
-void AddConvertCommand(CLI::App& app, int& exit_code) {
-  auto* command = app.add_subcommand(
-      "convert",
-      "Pack an image folder (SRC/<class>/.../<file>, labels as torchvision's ImageFolder), a "
-      "list file (Caffe 'path label' or MXNet .lst), or another tool's container (WebDataset "
-      "tars, TFRecord, RecordIO, MDS, a Caffe LMDB, a packrec dataset) into a dataset, or export "
-      "to wds, tfrecord or recordio");
-  struct Args {
-    ConvertOptions options;
-    std::string source;
-    std::string output;
-    std::string compress = "none";
-    std::string list_format = "auto";
-    std::string on_error = "fail";
-    std::string root;
-    std::string hdf5_layout = "encoded";
-    std::string lmdb_values = "packrec";
-    std::string from = "auto";
-    std::string caffe_raw = "png";
-    std::vector<std::uint32_t> size;
-    std::uint64_t seed = 0;
-    std::string part;
-    bool shuffle = false;
-    bool quiet = false;
-    bool json = false;
-    double progress_interval = 10;
-  };
-  auto args = std::make_shared<Args>();
-  command
-      ->add_option("SRC", args->source,
-                   "Image folder, list file, container file, glob ('train-*.tar') or brace "
-                   "pattern ('train-{000000..000127}.tar'), MDS or LMDB directory, dataset")
-      ->required();
-  command->add_option("OUT", args->output, "Dataset directory to create, or an s3:// URL")
-      ->required();
+// Where and how the output is written.
+void AddOutputOptions(CLI::App* command, ConvertArgs* args) {
   // Empty unless given: the output's name then says it (data.h5, data.lmdb), else shard.
   command->add_option("--format", args->options.writer.format, FormatHelp())
       ->check(CLI::IsMember(WritableFormats()));
@@ -190,6 +177,10 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
                    "lmdb: records per write transaction")
       ->check(CLI::Range(1u, 10000000u))
       ->capture_default_str();
+}
+
+// What the source is and how its records are read and prepared.
+void AddSourceOptions(CLI::App* command, ConvertArgs* args) {
   command
       ->add_option(
           "--threads", args->options.threads,
@@ -255,6 +246,10 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(0, 100))
       ->capture_default_str();
   AddMaxPixelsOption(command);
+}
+
+// Parts, reruns and what is printed.
+void AddRunOptions(CLI::App* command, ConvertArgs* args) {
   command
       ->add_option("--part", args->part,
                    "Convert only part I of N (0-based) of the listing, into "
@@ -298,99 +293,135 @@ void AddConvertCommand(CLI::App& app, int& exit_code) {
                    "Seconds between progress lines when stderr is not a terminal (a log, Slurm, "
                    "CI; default 10); a terminal gets one line redrawn in place")
       ->check(CLI::Range(0.0, 86400.0));
-  command->callback([args, command, &exit_code] {
-    ConvertOptions& options = args->options;
-    options.source = args->source;
-    options.output = args->output;
-    options.list_root = args->root;
-    options.list_kind = args->list_format == "caffe"   ? ListFileKind::kCaffe
-                        : args->list_format == "mxnet" ? ListFileKind::kMxnet
-                                                       : ListFileKind::kAuto;
-    options.on_error = args->on_error == "skip" ? OnBadRecord::kSkip : OnBadRecord::kFail;
-    options.from = ParseSourceFormat(args->from).value();  // the flag's check allows only names
-    options.source_options.raw_pixels =
-        args->caffe_raw == "raw" ? RawPixels::kRaw : RawPixels::kPng;
-    const CompressionSetting compression = ParseCompression(args->compress).value();  // checked
-    options.writer.compression = compression.codec;
-    options.writer.compression_level = compression.level;
-    if (args->lmdb_values == "caffe-datum") options.writer.lmdb.values = LmdbValues::kCaffeDatum;
-    if (args->hdf5_layout == "pixels") {
-      options.writer.hdf5.layout = Hdf5Layout::kPixels;
+}
+
+// The flags as the library's options (their checks have passed).
+void ApplyArgs(ConvertArgs* args, const CLI::App* command) {
+  ConvertOptions& options = args->options;
+  options.source = args->source;
+  options.output = args->output;
+  options.list_root = args->root;
+  options.list_kind = args->list_format == "caffe"   ? ListFileKind::kCaffe
+                      : args->list_format == "mxnet" ? ListFileKind::kMxnet
+                                                     : ListFileKind::kAuto;
+  options.on_error = args->on_error == "skip" ? OnBadRecord::kSkip : OnBadRecord::kFail;
+  options.from = ParseSourceFormat(args->from).value();  // the flag's check allows only names
+  options.source_options.raw_pixels = args->caffe_raw == "raw" ? RawPixels::kRaw : RawPixels::kPng;
+  const CompressionSetting compression = ParseCompression(args->compress).value();  // checked
+  options.writer.compression = compression.codec;
+  options.writer.compression_level = compression.level;
+  if (args->lmdb_values == "caffe-datum") options.writer.lmdb.values = LmdbValues::kCaffeDatum;
+  if (args->hdf5_layout == "pixels") {
+    options.writer.hdf5.layout = Hdf5Layout::kPixels;
+  }
+  if (!args->size.empty()) {
+    options.writer.hdf5.pixel_height = args->size[0];
+    options.writer.hdf5.pixel_width = args->size[1];
+  }
+  if (args->shuffle || command->count("--seed") > 0) options.shuffle_seed = args->seed;
+  if (!args->part.empty()) {
+    const std::size_t slash = args->part.find('/');
+    options.part_index = static_cast<std::uint32_t>(std::stoul(args->part.substr(0, slash)));
+    options.part_count = static_cast<std::uint32_t>(std::stoul(args->part.substr(slash + 1)));
+  }
+}
+
+// The summary of a finished conversion into `written`, as text.
+void PrintSummary(const ConvertArgs* args, const std::string& written,
+                  const Result<ConvertStats>& stats) {
+  // -q leaves out the summary; what a script may act on (resumed records, warnings, rejects)
+  // is still said.
+  const double seconds = std::max(stats->elapsed_seconds, 1e-9);
+  if (!args->quiet) {
+    std::printf("converted %llu images (%s) into %s in %.2f s: %.0f images/s, %.1f MB/s\n",
+                static_cast<unsigned long long>(stats->records_written),
+                HumanBytes(stats->output_bytes).c_str(), written.c_str(), seconds,
+                static_cast<double>(stats->records_written) / seconds,
+                static_cast<double>(stats->input_bytes) / 1e6 / seconds);
+  }
+  if (stats->resumed_records > 0) {
+    std::printf("resumed: %llu of these records were kept from the interrupted run\n",
+                static_cast<unsigned long long>(stats->resumed_records));
+  }
+  for (const std::string& name : stats->empty_classes) {
+    std::printf("warning: class folder '%s' holds no image files (its label is kept)\n",
+                PrintableText(name).c_str());
+  }
+  if (!stats->rejects.empty()) {
+    const std::string listed = RejectsFilePath(written, stats->format).string();
+    // A file name may hold a newline: printed escaped, as rejects.tsv holds it.
+    std::printf("rejected %zu inputs (listed in %s); the first: %s: %s\n", stats->rejects.size(),
+                PrintableText(listed).c_str(), PrintableText(stats->rejects.front().path).c_str(),
+                PrintableText(stats->rejects.front().reason).c_str());
+  }
+}
+
+void RunConvert(ConvertArgs* args, const CLI::App* command, int& exit_code) {
+  ApplyArgs(args, command);
+  ConvertOptions& options = args->options;
+  ProgressCallback progress;
+  if (!args->quiet && !args->json) {
+    const bool terminal = ::isatty(STDERR_FILENO) != 0;
+    // A first line as soon as the interval has passed, not at the start.
+    progress = [printer = std::make_shared<ProgressPrinter>(terminal, args->progress_interval)](
+                   const ConvertProgress& report) { return (*printer)(report); };
+  }
+  Result<ConvertStats> stats = Convert(options, progress);
+  if (!stats.ok()) {
+    exit_code = Fail("convert", stats.status(), args->json);
+    return;
+  }
+  const std::string written = options.part_count > 0 ? stats->part_path.string() : args->output;
+  if (stats->already_complete && !args->json) {
+    if (options.part_count > 0) {
+      std::printf("part %u/%u is already complete in %s (%llu records); nothing to do\n",
+                  options.part_index, options.part_count, written.c_str(),
+                  static_cast<unsigned long long>(stats->records_written));
+    } else {
+      std::printf("%s is already complete (%llu records); nothing to do\n", written.c_str(),
+                  static_cast<unsigned long long>(stats->records_written));
     }
-    if (!args->size.empty()) {
-      options.writer.hdf5.pixel_height = args->size[0];
-      options.writer.hdf5.pixel_width = args->size[1];
-    }
-    if (args->shuffle || command->count("--seed") > 0) options.shuffle_seed = args->seed;
-    if (!args->part.empty()) {
-      const std::size_t slash = args->part.find('/');
-      options.part_index = static_cast<std::uint32_t>(std::stoul(args->part.substr(0, slash)));
-      options.part_count = static_cast<std::uint32_t>(std::stoul(args->part.substr(slash + 1)));
-    }
-    ProgressCallback progress;
-    if (!args->quiet && !args->json) {
-      const bool terminal = ::isatty(STDERR_FILENO) != 0;
-      // A first line as soon as the interval has passed, not at the start.
-      progress = [printer = std::make_shared<ProgressPrinter>(terminal, args->progress_interval)](
-                     const ConvertProgress& report) { return (*printer)(report); };
-    }
-    Result<ConvertStats> stats = Convert(options, progress);
-    if (!stats.ok()) {
-      exit_code = Fail("convert", stats.status(), args->json);
-      return;
-    }
-    const std::string written = options.part_count > 0 ? stats->part_path.string() : args->output;
-    if (stats->already_complete && !args->json) {
-      if (options.part_count > 0) {
-        std::printf("part %u/%u is already complete in %s (%llu records); nothing to do\n",
-                    options.part_index, options.part_count, written.c_str(),
-                    static_cast<unsigned long long>(stats->records_written));
-      } else {
-        std::printf("%s is already complete (%llu records); nothing to do\n", written.c_str(),
-                    static_cast<unsigned long long>(stats->records_written));
-      }
-      return;
-    }
-    if (args->json) {
-      nlohmann::json out;
-      out["output"] = written;
-      out["format"] = stats->format;
-      out["already_complete"] = stats->already_complete;  // nothing was done: it was whole
-      out["records"] = stats->records_written;
-      out["resumed_records"] = stats->resumed_records;
-      out["rejected"] = stats->rejects.size();
-      out["input_bytes"] = stats->input_bytes;
-      out["output_bytes"] = stats->output_bytes;
-      out["seconds"] = stats->elapsed_seconds;
-      out["empty_classes"] = stats->empty_classes;
-      std::cout << out.dump(2) << "\n";
-      return;
-    }
-    // -q leaves out the summary; what a script may act on (resumed records, warnings, rejects)
-    // is still said.
-    const double seconds = std::max(stats->elapsed_seconds, 1e-9);
-    if (!args->quiet) {
-      std::printf("converted %llu images (%s) into %s in %.2f s: %.0f images/s, %.1f MB/s\n",
-                  static_cast<unsigned long long>(stats->records_written),
-                  HumanBytes(stats->output_bytes).c_str(), written.c_str(), seconds,
-                  static_cast<double>(stats->records_written) / seconds,
-                  static_cast<double>(stats->input_bytes) / 1e6 / seconds);
-    }
-    if (stats->resumed_records > 0) {
-      std::printf("resumed: %llu of these records were kept from the interrupted run\n",
-                  static_cast<unsigned long long>(stats->resumed_records));
-    }
-    for (const std::string& name : stats->empty_classes) {
-      std::printf("warning: class folder '%s' holds no image files (its label is kept)\n",
-                  name.c_str());
-    }
-    if (!stats->rejects.empty()) {
-      const std::string listed = RejectsFilePath(written, stats->format).string();
-      std::printf("rejected %zu inputs (listed in %s); the first: %s: %s\n", stats->rejects.size(),
-                  listed.c_str(), stats->rejects.front().path.c_str(),
-                  stats->rejects.front().reason.c_str());
-    }
-  });
+    return;
+  }
+  if (args->json) {
+    nlohmann::json out;
+    out["output"] = written;
+    out["format"] = stats->format;
+    out["already_complete"] = stats->already_complete;  // nothing was done: it was whole
+    out["records"] = stats->records_written;
+    out["resumed_records"] = stats->resumed_records;
+    out["rejected"] = stats->rejects.size();
+    out["input_bytes"] = stats->input_bytes;
+    out["output_bytes"] = stats->output_bytes;
+    out["seconds"] = stats->elapsed_seconds;
+    out["empty_classes"] = stats->empty_classes;
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  PrintSummary(args, written, stats);
+}
+
+}  // namespace
+
+void AddConvertCommand(CLI::App& app, int& exit_code) {
+  auto* command = app.add_subcommand(
+      "convert",
+      "Pack an image folder (SRC/<class>/.../<file>, labels as torchvision's ImageFolder), a "
+      "list file (Caffe 'path label' or MXNet .lst), or another tool's container (WebDataset "
+      "tars, TFRecord, RecordIO, MDS, a Caffe LMDB, a packrec dataset) into a dataset, or export "
+      "to wds, tfrecord or recordio");
+  auto args = std::make_shared<ConvertArgs>();
+  command
+      ->add_option("SRC", args->source,
+                   "Image folder, list file, container file, glob ('train-*.tar') or brace "
+                   "pattern ('train-{000000..000127}.tar'), MDS or LMDB directory, dataset")
+      ->required();
+  command->add_option("OUT", args->output, "Dataset directory to create, or an s3:// URL")
+      ->required();
+  AddOutputOptions(command, args.get());
+  AddSourceOptions(command, args.get());
+  AddRunOptions(command, args.get());
+  command->callback([args, command, &exit_code] { RunConvert(args.get(), command, exit_code); });
 }
 
 }  // namespace packrec::cli
