@@ -10,7 +10,7 @@
 
 namespace packrec {
 
-// The resume journal of an interrupted conversion (dataset/resume_journal.h): inside a dataset
+// The resume journal of an interrupted conversion (storage/resume_journal.h): inside a dataset
 // directory (shard, lmdb); beside an HDF5 file, as FILE + kResumeJournalSuffix.
 inline constexpr char kResumeJournalName[] = "resume.json";
 inline constexpr char kResumeJournalSuffix[] = ".resume.json";

@@ -5,6 +5,11 @@
 //   convert_stream.cc   other tools' containers: one reading thread, N preparing, in source order
 //   convert_resume.cc   resume points: what a journal records and how a run continues from it
 //   convert_parts.cc    --part I/N: one slice of the listing into its own part dataset
+//   convert_remote.cc   an s3:// output: converted into the URL's staging folder, then published
+//                       (url_output.h)
+//   field_routing.cc    which of a record's values go to which field (--fields, --drop-fields)
+//   image_folder.cc, list_file.cc, listing.cc, metadata_table.cc, coco.cc: the listings and the
+//                       metadata the listing engine reads
 // Both engines run their threads through core/ordered_pipeline.h and their records through one
 // RecordLoop (below), so they add, reject, fail and report progress alike.
 #ifndef PACKREC_LIB_INGEST_CONVERT_INTERNAL_H_

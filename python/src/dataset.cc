@@ -375,17 +375,19 @@ std::shared_ptr<const Reader> ReaderOf(const py::object& dataset) {
   return dataset.cast<const Dataset&>().reader();
 }
 
-void BindDataset(py::module_& module) {
-  py::class_<Dataset>(module, "Dataset",
-                      "A packrec dataset (shard, LMDB or HDF5) as a sequence of "
-                      "(bytes, label, key); open it with packrec.open")
-      .def(py::init([](std::vector<std::string> paths, bool verify_checksums, std::string cache_dir,
-                       std::uint64_t cache_size_bytes, double timeout_seconds) {
-             return Dataset(std::move(paths), verify_checksums,
-                            {std::move(cache_dir), cache_size_bytes, timeout_seconds});
-           }),
-           py::arg("paths"), py::arg("verify_checksums") = true, py::arg("cache_dir") = "",
-           py::arg("cache_size_bytes") = 0, py::arg("timeout_seconds") = 0.0)
+namespace {
+
+using DatasetClass = py::class_<Dataset>;
+
+// Opening and reading records: the sequence protocol, samples, fields, labels.
+void AddReadMethods(DatasetClass& cls) {
+  cls.def(py::init([](std::vector<std::string> paths, bool verify_checksums, std::string cache_dir,
+                      std::uint64_t cache_size_bytes, double timeout_seconds) {
+            return Dataset(std::move(paths), verify_checksums,
+                           {std::move(cache_dir), cache_size_bytes, timeout_seconds});
+          }),
+          py::arg("paths"), py::arg("verify_checksums") = true, py::arg("cache_dir") = "",
+          py::arg("cache_size_bytes") = 0, py::arg("timeout_seconds") = 0.0)
       .def(py::init<std::string, bool>(), py::arg("path"), py::arg("verify_checksums") = true)
       .def("__len__", &Dataset::size)
       .def("__getitem__", &Dataset::Get, py::arg("index"),
@@ -431,9 +433,13 @@ void BindDataset(py::module_& module) {
                              "Every record's label as an int64 numpy array, read from the index "
                              "(no image bytes) on shard datasets")
       .def_property_readonly("fields", &Dataset::Fields,
-                             "The schema: one dict (name, type, suffix, shape) per field")
-      .def("record", &Dataset::Describe, py::arg("index"),
-           "Record `index`'s key, label, stored size, width, height, channels and encoding")
+                             "The schema: one dict (name, type, suffix, shape) per field");
+}
+
+// What the dataset is: its records' places, manifest, remote counters, verify, pickling.
+void AddDescriptions(DatasetClass& cls) {
+  cls.def("record", &Dataset::Describe, py::arg("index"),
+          "Record `index`'s key, label, stored size, width, height, channels and encoding")
       .def("info", &Dataset::Info, "The manifest: format, classes, files, convert options, ...")
       .def(
           "remote_stats",
@@ -479,6 +485,17 @@ void BindDataset(py::module_& module) {
             return Dataset(state[0].cast<std::vector<std::string>>(), state[1].cast<bool>(),
                            RemoteSettings::FromState(state, 2));
           }));
+  ;
+}
+
+}  // namespace
+
+void BindDataset(py::module_& module) {
+  DatasetClass cls(module, "Dataset",
+                   "A packrec dataset (shard, LMDB or HDF5) as a sequence of "
+                   "(bytes, label, key); open it with packrec.open");
+  AddReadMethods(cls);
+  AddDescriptions(cls);
 }
 
 }  // namespace packrec::python

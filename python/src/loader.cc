@@ -187,7 +187,10 @@ LoaderOptions MakeOptions(std::uint32_t batch_size, unsigned threads, std::uint3
 
 }  // namespace
 
-void BindLoader(py::module_& module) {
+namespace {
+
+// packrec._packrec.Batch: one host batch, its arrays over the loader's buffer.
+void BindBatch(py::module_& module) {
   py::class_<BatchHandle>(module, "Batch",
                           "One batch from the loader; its arrays share the loader's buffer")
       .def_property_readonly("epoch", [](const BatchHandle& b) { return b.batch->epoch(); })
@@ -252,7 +255,10 @@ void BindLoader(py::module_& module) {
           py::arg("j"),
           "Requested field j: (every record's value back to back, N + 1 offsets, N presence "
           "flags)");
+}
 
+// packrec._packrec.GpuBatch: a batch whose upload has begun.
+void BindGpuBatch(py::module_& module) {
   py::class_<GpuBatchHandle>(module, "GpuBatch", "A batch whose upload to the device has begun")
       .def_property_readonly(
           "host",
@@ -290,7 +296,13 @@ void BindLoader(py::module_& module) {
                                   py::make_tuple(host.size(), 3, host.height(), host.width()),
                                   b.normalize && b.normalize->half ? "<f2" : "<f4");
       });
+}
 
+}  // namespace
+
+void BindLoader(py::module_& module) {
+  BindBatch(module);
+  BindGpuBatch(module);
   py::class_<PyLoader>(module, "_Loader")
       .def(py::init([](const py::object& dataset, std::uint32_t batch_size, unsigned threads,
                        std::uint32_t prefetch, const std::string& shuffle, std::uint64_t seed,

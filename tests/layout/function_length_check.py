@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""No function in lib/ longer than 80 lines (HACKING.md, "Layers"): a longer one is split along
-its steps. Prints the longest functions and every one over the limit; exits 1 when there is one.
+"""No function in lib/, formats/, tools/ or python/src/ longer than 80 lines (HACKING.md,
+"Layers"): a longer one is split along its steps. Prints the longest functions and every one over
+the limit; exits 1 when there is one.
 
 Usage: function_length_check.py REPO_ROOT [LIMIT]
 
@@ -74,23 +75,28 @@ def function_lengths(path):
     return lengths
 
 
+# The library, the formats, the CLI and the Python bindings: every C++ of the project's own.
+FOLDERS = ("lib", "formats", "tools", "python/src")
+
+
 def main():
     root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
     limit = int(sys.argv[2]) if len(sys.argv) > 2 else 80
     found = []
-    for path in sorted((root / "lib").rglob("*")):
-        if path.suffix in (".cc", ".h", ".cu") and path.is_file():
-            for length, line in function_lengths(path):
-                found.append((length, f"{path.relative_to(root).as_posix()}:{line}"))
+    for folder in FOLDERS:
+        for path in sorted((root / folder).rglob("*")):
+            if path.suffix in (".cc", ".h", ".cu") and path.is_file():
+                for length, line in function_lengths(path):
+                    found.append((length, f"{path.relative_to(root).as_posix()}:{line}"))
     found.sort(reverse=True)
-    print(f"functions in lib/: {len(found)}; the longest:")
+    print(f"functions in {', '.join(FOLDERS)}: {len(found)}; the longest:")
     for length, where in found[:5]:
         print(f"  {length:4d} lines  {where}")
     over = [(length, where) for length, where in found if length > limit]
     for length, where in over:
         print(f"over {limit} lines: {where} ({length} lines): split it along its steps")
     if len(found) < 100:
-        print("fewer functions than lib/ holds: the counting is broken")
+        print("fewer functions than these folders hold: the counting is broken")
         return 1
     return 1 if over else 0
 

@@ -104,8 +104,43 @@ def layer_of_include(target):
     return None, None
 
 
+def our_include(root, path, target):
+    """A relative include ("../ingest/x.h", "./x.h") as the layer-rooted name it stands for
+    ("ingest/x.h"), so that it is held to the same rules; any other include as it is."""
+    if not (target.startswith("../") or target.startswith("./")):
+        return target
+    resolved = (path.parent / target).resolve()
+    try:
+        rel = resolved.relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return target
+    for prefix, name in (("lib/", ""), ("formats/", ""), ("include/", "")):
+        if rel.startswith(prefix):
+            return name + rel[len(prefix):]
+    return target
+
+
 FORMAT_NAME_LITERAL = re.compile(
     r'"(' + "|".join(sorted(FORMATS | {"caffe-lmdb"})) + r')"')
+
+
+def code_of(line):
+    """`line` without its // comment: a // inside a string literal ("http://...") is code."""
+    quote = None
+    i = 0
+    while i < len(line):
+        c = line[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = None
+        elif c in "\"'":
+            quote = c
+        elif line.startswith("//", i):
+            return line[:i]
+        i += 1
+    return line
 
 
 def check_format_names(rel, layer, text, problems):
@@ -113,7 +148,7 @@ def check_format_names(rel, layer, text, problems):
     if layer in ("format", "dataset"):
         return
     for number, line in enumerate(text.splitlines(), 1):
-        code = line.split("//", 1)[0]
+        code = code_of(line)
         match = FORMAT_NAME_LITERAL.search(code)
         if match:
             problems.append(f"{rel}:{number}: {line.strip()}: the format name {match.group(0)} "
@@ -133,6 +168,10 @@ def check_file(root, path, problems):
             continue
         quoted, target = match.group(1) == '"', match.group(2)
         where = f"{rel}:{number}: {line.strip()}"
+        target = our_include(root, path, target)
+        # <ingest/x.h> is ours as much as "ingest/x.h": held to the same rules.
+        if not quoted and layer_of_include(target)[0] is not None:
+            quoted = True
         if not quoted or layer in ("tools", "python"):
             for pattern, places in THIRD_PARTY:
                 if re.search(pattern, target) and not any(
@@ -207,6 +246,14 @@ SELF_TEST = {
     "lib/ingest/commented.cc": ('int x;  // as "hdf5" does\n', False),
     "formats/hdf5/own_name.cc": ('const char* name = "hdf5";\n', False),
     "tools/packrec/flag.cc": ('check(IsMember({"shard", "lmdb"}));\n', True),
+    # The holes a review found (issue 56): angle brackets, relative paths, a format reaching the
+    # registry through <...>, and a format name after a // inside a string.
+    "lib/storage/angle.cc": ("#include <ingest/convert_internal.h>\n", True),
+    "lib/storage/relative.cc": ('#include "../ingest/convert_internal.h"\n', True),
+    "lib/storage/relative_fine.cc": ('#include "../core/file_io.h"\n', False),
+    "formats/wds/registry_angle.cc": ("#include <dataset/registry.h>\n", True),
+    "lib/ingest/after_url.cc": ('auto u = "http://x"; bool h5 = f == "hdf5";\n', True),
+    "lib/ingest/url_only.cc": ('auto u = "http://x";  // not "hdf5"\n', False),
 }
 
 
