@@ -25,6 +25,7 @@ packages=(
   slurm-wlm munge python3-distributed
   # datasets at URLs (lib/storage/object_store.h); tests/remote/ serves them with nginx
   libcurl4-openssl-dev nginx-light
+  libssl-dev  # MD5 (OpenSSL's libcrypto): imports from URLs checked against S3's ETag
 )
 # tests/remote/: the S3 server (s3rver, from the npm registry) needs Node.js and npm
 if ! command -v npm >/dev/null 2>&1; then packages+=(nodejs npm); fi

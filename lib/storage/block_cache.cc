@@ -139,7 +139,8 @@ bool BlockCache::ReadCached(const BlockId& id, std::uint64_t offset,
            std::memcmp(whole.data(), kBlockMagic, sizeof(kBlockMagic)) == 0 &&
            LoadLE<std::uint64_t>(&whole[8]) == length &&
            LoadLE<std::uint64_t>(&whole[16]) ==
-               Xxh64(std::span<const std::byte>(whole).subspan(kBlockHeaderSize));
+               Xxh64(std::span<const std::byte>(whole).subspan(kBlockHeaderSize)) &&
+           LoadLE<std::uint64_t>(&whole[24]) == Xxh64(path.filename().string());
     if (good) {
       std::copy_n(whole.begin() + static_cast<std::ptrdiff_t>(kBlockHeaderSize + offset),
                   out.size(), out.begin());
@@ -207,6 +208,9 @@ Status BlockCache::Keep(const BlockId& id, std::span<const std::byte> bytes) con
   StoreLE<std::uint64_t>(&header[8], bytes.size());
   StoreLE<std::uint64_t>(&header[16], Xxh64(bytes));
   const fs::path path = BlockPath(id);
+  // Which block this is (its file name: the object's identity and the block's index): a block
+  // file copied or renamed over another's is a miss, fetched again, not that block's bytes.
+  StoreLE<std::uint64_t>(&header[24], Xxh64(path.filename().string()));
   const fs::path temp = path.string() + kTempMarker + std::to_string(::getpid());
   // Room is made and the block written under the cache-wide lock (byte 0), so concurrent fills
   // of several processes cannot together pass the limit.

@@ -3,9 +3,11 @@
 // answers and when to try again.
 #include "storage/object_store.h"
 
+#include "core/checksum.h"
 #include "core/file_io.h"
 
 #include <curl/curl.h>
+#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <new>
@@ -142,6 +145,7 @@ struct Transfer {
   std::string error_body;  // of a non-2xx answer, first bytes only (S3 puts its <Code> there)
   // From the answer's headers.
   std::string etag;
+  std::string content_md5;   // base64, when the server sends one
   std::string stored_xxh64;  // x-amz-meta-packrec-xxh64
   std::optional<std::uint64_t> content_length;
   std::uint32_t tries = 0;
@@ -207,6 +211,8 @@ std::size_t OnHeader(char* data, std::size_t size, std::size_t count, void* cont
   const std::string value = Trim(line.substr(colon + 1));
   if (name == "etag") {
     transfer->etag = value;
+  } else if (name == "content-md5") {
+    transfer->content_md5 = value;
   } else if (name == "x-amz-meta-packrec-xxh64") {
     transfer->stored_xxh64 = value;
   } else if (name == "content-length") {
@@ -820,8 +826,9 @@ Result<std::optional<ObjectStore::ObjectHead>> ObjectStore::Head(std::string_vie
   const Status status = impl_->Run(transfers, options_);
   if (status.code() == StatusCode::kNotFound) return std::optional<ObjectHead>();
   PACKREC_RETURN_IF_ERROR(status);
-  return std::optional<ObjectHead>(
-      ObjectHead{transfers[0].content_length.value_or(0), transfers[0].stored_xxh64});
+  return std::optional<ObjectHead>(ObjectHead{transfers[0].content_length.value_or(0),
+                                              transfers[0].stored_xxh64, transfers[0].etag,
+                                              transfers[0].content_md5});
 }
 
 Status ObjectStore::Put(std::string_view name, std::span<const std::byte> bytes,
@@ -934,22 +941,111 @@ Status ObjectStore::UploadParts(std::string_view name, const std::string& upload
   return Status::OK();
 }
 
+namespace {
+
+// What the server says the object's bytes hash to, as lowercase hex, and which hash: packrec's
+// own xxh64 (its uploads carry it), else S3's ETag of a single-part upload (the MD5 of the
+// bytes, 32 hex digits in quotes), else Content-MD5 (base64); empty when it says nothing a
+// download can be checked against (nginx's ETag is its file's time and size).
+std::pair<std::string, std::string> ExpectedDigest(const ObjectStore::ObjectHead& head) {
+  if (head.xxh64.size() == 16) return {"xxh64", Lowercase(head.xxh64)};
+  std::string etag = head.etag;
+  if (etag.starts_with("W/")) etag.clear();  // a weak ETag says nothing of the bytes
+  if (etag.size() == 34 && etag.front() == '"' && etag.back() == '"') {
+    etag = etag.substr(1, 32);
+  }
+  if (etag.size() == 32 &&
+      std::all_of(etag.begin(), etag.end(), [](unsigned char c) { return std::isxdigit(c); })) {
+    return {"ETag (MD5)", Lowercase(etag)};
+  }
+  if (head.content_md5.size() == 24) {
+    std::array<unsigned char, 18> raw{};
+    const int length = EVP_DecodeBlock(
+        raw.data(), reinterpret_cast<const unsigned char*>(head.content_md5.data()), 24);
+    if (length == 18) {  // 16 bytes and the 2 the padding decodes to
+      std::string hex;
+      for (int i = 0; i < 16; ++i) hex += Hex64(raw[static_cast<std::size_t>(i)]).substr(14);
+      return {"Content-MD5", hex};
+    }
+  }
+  return {};
+}
+
+// MD5 and XXH64 of a download, computed as its chunks are written.
+class DownloadDigest {
+ public:
+  DownloadDigest() : md5_(EVP_MD_CTX_new()) { EVP_DigestInit_ex(md5_, EVP_md5(), nullptr); }
+  ~DownloadDigest() { EVP_MD_CTX_free(md5_); }
+  DownloadDigest(const DownloadDigest&) = delete;
+  DownloadDigest& operator=(const DownloadDigest&) = delete;
+  void Update(std::span<const std::byte> bytes) {
+    EVP_DigestUpdate(md5_, bytes.data(), bytes.size());
+    xxh64_.Update(bytes);
+  }
+  // The digest `kind` names (ExpectedDigest), as lowercase hex.
+  std::string Hex(const std::string& kind) {
+    if (kind == "xxh64") return Hex64(xxh64_.Digest());
+    std::array<unsigned char, EVP_MAX_MD_SIZE> md5{};
+    unsigned int size = 0;
+    EVP_DigestFinal_ex(md5_, md5.data(), &size);
+    std::string hex;
+    for (unsigned int i = 0; i < size; ++i) hex += Hex64(md5[i]).substr(14);
+    return hex;
+  }
+
+ private:
+  EVP_MD_CTX* md5_;
+  Xxh64Stream xxh64_;
+};
+
+}  // namespace
+
+// Plain HTTP moves bytes without a checksum, and a tar has none of its own: where the server says
+// what the object hashes to, the download is checked against it, and fetched again (three tries
+// in all) when a byte was damaged on the way.
 Status ObjectStore::Download(std::string_view name, const std::filesystem::path& file) const {
-  constexpr std::uint64_t kChunkBytes = 8 << 20;
-  constexpr std::size_t kChunksInFlight = 8;
   PACKREC_ASSIGN_OR_RETURN(const std::optional<ObjectHead> head, Head(name));
   if (!head) return Status::NotFound(NameUrl(name) + ": no such object");
+  const auto [kind, expected] = ExpectedDigest(*head);
+  Status checked;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (attempt > 0) {
+      std::error_code ignored;
+      std::filesystem::remove(file, ignored);  // the damaged copy, made by this call
+    }
+    DownloadDigest digest;
+    PACKREC_RETURN_IF_ERROR(
+        DownloadOnce(name, head->size, file, [&digest](auto bytes) { digest.Update(bytes); }));
+    if (expected.empty()) return Status::OK();
+    const std::string got = digest.Hex(kind);
+    if (got == expected) return Status::OK();
+    checked = Status::Corruption(NameUrl(name) + ": the downloaded bytes hash to " + got +
+                                 ", the server's " + kind + " says " + expected +
+                                 " (damaged on the way, three times)")
+                  .WithPath(NameUrl(name));
+  }
+  return checked;
+}
+
+Status ObjectStore::DownloadOnce(
+    std::string_view name, std::uint64_t size, const std::filesystem::path& file,
+    const std::function<void(std::span<const std::byte>)>& on_chunk) const {
+  constexpr std::uint64_t kChunkBytes = 8 << 20;
+  constexpr std::size_t kChunksInFlight = 8;
   PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> out, WritableFile::Create(file));
   std::vector<std::vector<std::byte>> buffers(kChunksInFlight);
-  for (std::uint64_t offset = 0; offset < head->size;) {
+  for (std::uint64_t offset = 0; offset < size;) {
     std::vector<Range> ranges;
-    for (std::size_t i = 0; i < kChunksInFlight && offset < head->size; ++i) {
-      buffers[i].resize(std::min(kChunkBytes, head->size - offset));
+    for (std::size_t i = 0; i < kChunksInFlight && offset < size; ++i) {
+      buffers[i].resize(std::min(kChunkBytes, size - offset));
       ranges.push_back({std::string(name), offset, buffers[i]});
       offset += buffers[i].size();
     }
     PACKREC_RETURN_IF_ERROR(Fetch(ranges));
-    for (const Range& range : ranges) PACKREC_RETURN_IF_ERROR(out->Append(range.out));
+    for (const Range& range : ranges) {
+      on_chunk(range.out);
+      PACKREC_RETURN_IF_ERROR(out->Append(range.out));
+    }
   }
   return out->Close();
 }

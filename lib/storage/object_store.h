@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -74,7 +75,9 @@ class ObjectStore {
   // x-amz-meta-packrec-xxh64 (empty when not written by packrec).
   struct ObjectHead {
     std::uint64_t size = 0;
-    std::string xxh64;
+    std::string xxh64;        // x-amz-meta-packrec-xxh64 (packrec's uploads), else empty
+    std::string etag;         // as the server sent it (quotes included)
+    std::string content_md5;  // base64, when the server sends one
   };
   // OK for an s3:// store; NotSupported, naming the URL, for http(s).
   Status CheckWritable() const;
@@ -94,6 +97,9 @@ class ObjectStore {
 
   // Object `name` copied to the local file `file` (created), in ranged GETs of 8 MiB, up to 8 in
   // flight: large objects (a WebDataset tar) never sit whole in memory.
+  // Where the server says what the object hashes to (packrec's xxh64 metadata, S3's ETag of a
+  // single-part upload, Content-MD5), the copy is checked against it and fetched again when it
+  // differs; Corruption naming the URL after three tries.
   Status Download(std::string_view name, const std::filesystem::path& file) const;
   // s3:// stores made for a bucket (s3://bucket): the keys that start with `prefix`, in S3's
   // order (ListObjectsV2, every page). NotSupported for http(s), which has no listing.
@@ -104,6 +110,9 @@ class ObjectStore {
 
  private:
   struct Impl;
+  // One download of `size` bytes into `file`, each chunk handed to `on_chunk` as it is written.
+  Status DownloadOnce(std::string_view name, std::uint64_t size, const std::filesystem::path& file,
+                      const std::function<void(std::span<const std::byte>)>& on_chunk) const;
   ObjectStore(std::string url, RemoteOptions options, std::unique_ptr<Impl> impl);
   Status UploadParts(std::string_view name, const std::string& upload_id,
                      const RandomAccessFile& input, std::uint64_t size) const;

@@ -68,6 +68,7 @@ THIRD_PARTY = [
     (r"^zstd\.h$", ["lib/storage/payload.cc"]),
     (r"^simdjson\.h$", ["lib/storage/json_check.cc"]),
     (r"^curl/", ["lib/storage/object_store.cc"]),
+    (r"^openssl/", ["lib/storage/object_store.cc"]),
     (r"^xxhash\.h$", ["lib/core/checksum.cc"]),
     (r"^isa-l/", ["lib/core/crc32c.cc"]),
     (r"^liburing\.h$", ["lib/bench/uring.cc"]),

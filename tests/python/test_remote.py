@@ -289,7 +289,8 @@ def block_requests(proxy, shard_sizes):
 
 def check_cache_files(directory):
     """Every block file in the cache is whole and matches its own checksum, read by the layout
-    docs/remote.md gives (32-byte header: b"PKRBLOCK", u64 length, u64 xxHash64, 8 zero bytes),
+    docs/remote.md gives (32-byte header: b"PKRBLOCK", u64 length, u64 xxHash64 of the bytes, u64
+    xxHash64 of the file name),
     independently of packrec. Returns the number of blocks."""
     import xxhash
     blocks = 0
@@ -298,9 +299,10 @@ def check_cache_files(directory):
             continue
         data = path.read_bytes()
         assert data[:8] == b"PKRBLOCK", path
-        length, digest = struct.unpack_from("<QQ", data, 8)
+        length, digest, name = struct.unpack_from("<QQQ", data, 8)
         assert len(data) == 32 + length, path
         assert xxhash.xxh64_intdigest(data[32:]) == digest, path
+        assert xxhash.xxh64_intdigest(path.name.encode()) == name, path  # the block it is
         blocks += 1
     return blocks
 
@@ -329,6 +331,28 @@ def test_four_workers_through_one_cache_download_each_block_once(http, datasets,
     assert epoch() == want
     assert block_requests(http, sizes) == []  # the second epoch comes from the cache
     assert check_cache_files(tmp_path / "cache") == len(first)
+
+
+def test_a_block_file_swapped_with_another_is_fetched_again_not_served(http, datasets, tmp_path,
+                                                                      monkeypatch):
+    """Two block files of the cache swapped (each a whole, valid block, of another place): the
+    next reader finds them naming other blocks, fetches both again, and reads every record right."""
+    cache_env(monkeypatch, tmp_path / "cache", "64MiB")
+    url = f"{http.url}/ds.pkr"
+    local = packrec.open(datasets["shard"])
+    want = digest_items((image, label) for image, label, _ in local)
+    assert digest_items((image, label) for image, label, _ in packrec.open(url)) == want
+    blocks = sorted((tmp_path / "cache").glob("*.blk"))
+    assert len(blocks) >= 2
+    first, second = blocks[0], blocks[1]
+    first_bytes, second_bytes = first.read_bytes(), second.read_bytes()
+    first.write_bytes(second_bytes)
+    second.write_bytes(first_bytes)
+    http.reset_counts()
+    again = packrec.open(url)
+    assert digest_items((image, label) for image, label, _ in again) == want
+    assert again.remote_stats()["cache_fills"] >= 2  # the two swapped ones, fetched again
+    check_cache_files(tmp_path / "cache")
 
 
 def test_open_takes_the_cache_as_keywords_and_pickles_it_for_workers(http, datasets, tmp_path,

@@ -107,6 +107,25 @@ def test_an_s3_glob_picks_the_matching_objects_in_order(files, servers, tmp_path
         none.stderr, none.stderr
 
 
+def test_s3_downloads_are_checked_against_their_etag_and_fetched_again(files, servers, tmp_path):
+    """A byte flipped on the way (a tar has no checksum of its own): S3's ETag of a single-part
+    upload is the MD5 of the bytes, so the damaged copy is fetched again; never wrong bytes."""
+    _, proxy = servers
+    proxy.flip_share = 0.25
+    proxy.reset_counts()
+    try:
+        run = cli("convert", f"s3://{BUCKET}/wds/part-*.tar", tmp_path / "flip.pkr", check=False)
+    finally:
+        proxy.flip_share = 0.0
+    assert proxy.faults > 0
+    cli("convert", f"{files}/wds/part-*.tar", tmp_path / "local.pkr")
+    if run.returncode == 0:
+        assert records(tmp_path / "flip.pkr") == records(tmp_path / "local.pkr")
+    else:  # the same part damaged three times running: named, nothing published
+        assert "damaged on the way" in run.stderr, run.stderr
+        assert not (tmp_path / "flip.pkr" / "manifest.json").exists()
+
+
 def test_a_missing_file_is_named_and_skip_keeps_the_rest(servers, tmp_path):
     http, _ = servers
     spec = f"{http.url}/wds/part-{{00000..00004}}.tar"  # part-00004 is not there
