@@ -25,7 +25,9 @@ void OptionsFromJson(const nlohmann::json& in, WriterOptions& options) {
 }  // namespace
 
 const FormatDescriptor& Hdf5Format() {
-  static const FormatDescriptor kDescriptor{
+  // Never destroyed: a thread still reading when the process exits (a Python daemon thread)
+  // finds it whole while exit() runs the static destructors.
+  static const FormatDescriptor& kDescriptor = *new FormatDescriptor{
       .info = {.name = "hdf5",
                .summary = "one HDF5 file, which h5py reads (docs/formats/hdf5.md)",
                .suffixes = {".h5", ".hdf5"},

@@ -18,7 +18,9 @@ void OptionsFromJson(const nlohmann::json& in, WriterOptions& options) {
 }  // namespace
 
 const FormatDescriptor& LmdbFormat() {
-  static const FormatDescriptor kDescriptor{
+  // Never destroyed: a thread still reading when the process exits (a Python daemon thread)
+  // finds it whole while exit() runs the static destructors.
+  static const FormatDescriptor& kDescriptor = *new FormatDescriptor{
       .info = {.name = "lmdb",
                .summary = "one LMDB environment, which python-lmdb, Caffe and DALI read "
                           "(docs/formats/lmdb.md)",

@@ -5,7 +5,9 @@
 namespace packrec::recordio {
 
 const FormatDescriptor& RecordIoFormat() {
-  static const FormatDescriptor kDescriptor{
+  // Never destroyed: a thread still reading when the process exits (a Python daemon thread)
+  // finds it whole while exit() runs the static destructors.
+  static const FormatDescriptor& kDescriptor = *new FormatDescriptor{
       .info = {.name = "recordio",
                .summary =
                    "MXNet RecordIO (.rec and .idx), as im2rec writes it (docs/formats/exports.md)",

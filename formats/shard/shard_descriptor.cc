@@ -18,7 +18,9 @@ void OptionsFromJson(const nlohmann::json& in, WriterOptions& options) {
 }  // namespace
 
 const FormatDescriptor& ShardFormat() {
-  static const FormatDescriptor kDescriptor{
+  // Never destroyed: a thread still reading when the process exits (a Python daemon thread)
+  // finds it whole while exit() runs the static destructors.
+  static const FormatDescriptor& kDescriptor = *new FormatDescriptor{
       .info = {.name = "shard",
                .summary = "packrec's own sharded record files, read through mmap or from a URL "
                           "(docs/formats/shard.md)",

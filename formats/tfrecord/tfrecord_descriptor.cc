@@ -5,7 +5,9 @@
 namespace packrec::tfrecord {
 
 const FormatDescriptor& TfRecordFormat() {
-  static const FormatDescriptor kDescriptor{
+  // Never destroyed: a thread still reading when the process exits (a Python daemon thread)
+  // finds it whole while exit() runs the static destructors.
+  static const FormatDescriptor& kDescriptor = *new FormatDescriptor{
       .info =
           {.name = "tfrecord",
            .summary =

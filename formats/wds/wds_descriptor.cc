@@ -5,7 +5,9 @@
 namespace packrec::wds {
 
 const FormatDescriptor& WdsFormat() {
-  static const FormatDescriptor kDescriptor{
+  // Never destroyed: a thread still reading when the process exits (a Python daemon thread)
+  // finds it whole while exit() runs the static destructors.
+  static const FormatDescriptor& kDescriptor = *new FormatDescriptor{
       .info = {.name = "wds",
                .summary =
                    "WebDataset tar shards, for webdataset and GNU tar (docs/formats/exports.md)",

@@ -200,7 +200,8 @@ struct ContainerNames {
   std::vector<std::string_view> suffixes;
 };
 const std::vector<ContainerNames>& ContainerSuffixes() {
-  static const std::vector<ContainerNames> table = {
+  // Never destroyed, as FormatDescriptors(): read by threads that may outlive exit().
+  static const std::vector<ContainerNames>& table = *new std::vector<ContainerNames>{
       {SourceFormat::kWebDataset, {".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.xz", ".tar.bz2"}},
       {SourceFormat::kTfRecord, {".tfrecord", ".tfrecords", ".tfr"}},
       {SourceFormat::kRecordIo, {".rec"}},
