@@ -4,6 +4,7 @@
 
 #include "core/checksum.h"
 #include "core/thread_name.h"
+#include "core/threads.h"
 
 namespace packrec {
 
@@ -12,12 +13,13 @@ Result<std::unique_ptr<DatasetUploader>> DatasetUploader::Open(std::string_view 
   PACKREC_ASSIGN_OR_RETURN(std::shared_ptr<ObjectStore> store, ObjectStore::ForUrl(url, options));
   // A store that cannot be written is refused before anything is converted.
   PACKREC_RETURN_IF_ERROR(store->CheckWritable());
-  return std::unique_ptr<DatasetUploader>(new DatasetUploader(std::move(store)));
+  auto uploader = std::unique_ptr<DatasetUploader>(new DatasetUploader(std::move(store)));
+  DatasetUploader* raw = uploader.get();
+  PACKREC_ASSIGN_OR_RETURN(uploader->thread_, StartThread("pr-upload", [raw] { raw->Run(); }));
+  return uploader;
 }
 
-DatasetUploader::DatasetUploader(std::shared_ptr<ObjectStore> store) : store_(std::move(store)) {
-  thread_ = std::thread([this] { Run(); });
-}
+DatasetUploader::DatasetUploader(std::shared_ptr<ObjectStore> store) : store_(std::move(store)) {}
 
 DatasetUploader::~DatasetUploader() {
   {
@@ -26,7 +28,7 @@ DatasetUploader::~DatasetUploader() {
     queue_.clear();
   }
   changed_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void DatasetUploader::Enqueue(const std::filesystem::path& file, std::uint64_t xxh64) {

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "core/checksum.h"
+#include "core/threads.h"
 
 namespace packrec {
 namespace {
@@ -139,6 +140,15 @@ void RangeFetcher::Stage(std::vector<WantedRange> ranges) const {
     });
     if (staged_bytes_ + bytes > limit) return;
   }
+  // The staging threads, started once (core/threads.h: a refusal is a value, not an abort). With
+  // none, nothing is staged: the reads fetch on demand.
+  constexpr int kFetchThreads = 4;
+  while (threads_.size() < kFetchThreads) {
+    Result<std::thread> thread = StartThread("pr-stage", [this] { FetchLoop(); });
+    if (!thread.ok()) break;
+    threads_.push_back(std::move(*thread));
+  }
+  if (threads_.empty()) return;
   auto batch = std::make_shared<Batch>();
   std::vector<Placement> placements;
   Coalesce(ranges, store_->options(), batch->windows, placements);
@@ -148,8 +158,6 @@ void RangeFetcher::Stage(std::vector<WantedRange> ranges) const {
   }
   staged_bytes_ += bytes;
   queue_.push_back(std::move(batch));
-  constexpr int kFetchThreads = 4;
-  while (threads_.size() < kFetchThreads) threads_.emplace_back([this] { FetchLoop(); });
   work_.notify_all();
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/file_io.h"
 #include "core/thread_name.h"
+#include "core/threads.h"
 #include "storage/object_store.h"
 
 namespace packrec {
@@ -78,14 +79,16 @@ Result<std::shared_ptr<RemoteFileSpool>> RemoteFileSpool::Create(std::vector<std
       (tmp != nullptr && *tmp != '\0' ? std::string(tmp) : std::string("/var/tmp")) +
       "/packrec-import-XXXXXX";
   if (mkdtemp(templ.data()) == nullptr) return ErrnoStatus("create", templ, errno);
-  return std::shared_ptr<RemoteFileSpool>(
+  auto spool = std::shared_ptr<RemoteFileSpool>(
       new RemoteFileSpool(std::move(urls), options, fs::path(templ)));
+  RemoteFileSpool* raw = spool.get();
+  PACKREC_ASSIGN_OR_RETURN(spool->thread_, StartThread("pr-import-dl", [raw] { raw->Run(); }));
+  return spool;
 }
 
 RemoteFileSpool::RemoteFileSpool(std::vector<std::string> urls, RemoteOptions options, fs::path dir)
     : urls_(std::move(urls)), options_(std::move(options)), dir_(std::move(dir)) {
   results_.resize(urls_.size());
-  thread_ = std::thread([this] { Run(); });
 }
 
 RemoteFileSpool::~RemoteFileSpool() {
@@ -94,7 +97,7 @@ RemoteFileSpool::~RemoteFileSpool() {
     stopping_ = true;
   }
   changed_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
   std::error_code ignored;
   fs::remove_all(dir_, ignored);
 }

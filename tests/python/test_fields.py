@@ -193,6 +193,11 @@ def test_metadata_rows_that_do_not_match_the_images_are_named_rejects(detection_
     assert len(packrec.open(tmp_path / "ds")) == 4
 
 
+def torchvision_ops():
+    import torchvision.ops
+    return torchvision.ops
+
+
 def test_torch_dataset_targets_feed_a_detection_training_step(detection_dataset):
     torch = pytest.importorskip("torch")
     detection = pytest.importorskip("torchvision.models.detection")
@@ -211,7 +216,17 @@ def test_torch_dataset_targets_feed_a_detection_training_step(detection_dataset)
     loader = torch.utils.data.DataLoader(dataset, batch_size=3, shuffle=True,
                                          collate_fn=lambda batch: tuple(zip(*batch)))
     torch.manual_seed(0)
-    model = detection.fasterrcnn_mobilenet_v3_large_320_fpn(weights=None, weights_backbone=None, num_classes=3)
+    # torchvision's Faster R-CNN (transform, RPN, RoI heads, losses) over a one-layer backbone: the
+    # targets go through the same detection API as with a real backbone, in seconds (a
+    # MobileNetV3-FPN step took 115 s of CI's 2 cores with Debian's torch).
+    backbone = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, stride=4, padding=1), torch.nn.ReLU())
+    backbone.out_channels = 8
+    model = detection.FasterRCNN(
+        backbone, num_classes=3, min_size=64, max_size=96,
+        rpn_anchor_generator=detection.anchor_utils.AnchorGenerator(sizes=((16, 32),),
+                                                                    aspect_ratios=((0.5, 1.0, 2.0),)),
+        box_roi_pool=torchvision_ops().MultiScaleRoIAlign(featmap_names=["0"], output_size=4,
+                                                          sampling_ratio=2))
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.001)
     images, targets = next(iter(loader))
