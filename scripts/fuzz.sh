@@ -16,8 +16,9 @@ seed=${PACKREC_FUZZ_SEED:-1}
 # fuzz_hdf5_file is left out of --ci: it feeds raw bytes to libhdf5's own parser, which finds
 # hangs and huge allocations inside the library (docs/reliability.md); packrec cannot fix those,
 # and a CI that fails on them says nothing about packrec. fuzz_hdf5_reader covers packrec's part.
-declare -A ci_runs=([fuzz_manifest]=200000 [fuzz_shard_reader]=20000 [fuzz_lmdb_value]=1000000
-                    [fuzz_image]=400000 [fuzz_hdf5_reader]=5000 [fuzz_import_source]=15000)
+declare -A ci_runs=([fuzz_manifest]=200000 [fuzz_manifest_lies]=30000 [fuzz_shard_reader]=20000
+                    [fuzz_lmdb_value]=1000000 [fuzz_lmdb_pages]=20000 [fuzz_image]=400000
+                    [fuzz_hdf5_reader]=5000 [fuzz_import_source]=15000)
 ci=0
 seconds=30
 if [[ ${1:-} == --ci ]]; then
@@ -29,8 +30,8 @@ elif [[ $# -gt 0 ]]; then
 fi
 targets=("$@")
 if [[ ${#targets[@]} -eq 0 ]]; then
-  targets=(fuzz_manifest fuzz_shard_reader fuzz_lmdb_value fuzz_image fuzz_hdf5_reader
-           fuzz_import_source)
+  targets=(fuzz_manifest fuzz_manifest_lies fuzz_shard_reader fuzz_lmdb_value fuzz_lmdb_pages
+           fuzz_image fuzz_hdf5_reader fuzz_import_source)
   [[ $ci == 1 ]] || targets+=(fuzz_hdf5_file)
 fi
 scripts/install-deps.sh

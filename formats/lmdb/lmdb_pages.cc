@@ -88,6 +88,10 @@ class PageWalk {
           LoadLE<std::uint32_t>(&meta[kPageHeaderBytes + 4]) != kDataVersion) {
         return Bad(page, "not an LMDB meta page of data version 1 (magic or version)");
       }
+      // liblmdb maps the file with the newer meta's page size, unchecked: both must agree.
+      if (LoadLE<std::uint32_t>(&meta[kMetaDbs]) != page_size_) {
+        return Bad(page, "its page size differs from the other meta page's");
+      }
     }
     const bool newer_second =
         LoadLE<std::uint64_t>(&second[kMetaTxnId]) > LoadLE<std::uint64_t>(&first[kMetaTxnId]);

@@ -85,6 +85,17 @@ Status CheckDataFileWhole(const std::filesystem::path& data_file) {
   if (size >= std::uint64_t{first.page_size} + page.size()) {
     PACKREC_RETURN_IF_ERROR(file->ReadExact(first.page_size, page));
     const Meta second = ParseMeta(page);
+    const bool second_is_meta = LoadLE<std::uint32_t>(page.data() + kMetaOffset) == kMetaMagic;
+    // liblmdb takes the newer meta's page size for the whole map, without checking it: a wrong
+    // one puts page 1 (and every page after it) past the end of the file, where the first read
+    // transaction raised SIGBUS.
+    if (second_is_meta && second.txn_id > first.txn_id && second.page_size != first.page_size) {
+      return Status::Corruption("lmdb " + data_file.string() + ": its newer meta page (page 1) " +
+                                "gives a page size of " + std::to_string(second.page_size) +
+                                " bytes, where page 0 gives " + std::to_string(first.page_size))
+          .WithPath(data_file.string())
+          .WithByteOffset(first.page_size);
+    }
     if (second.valid && second.txn_id > first.txn_id) newest = second;
   }
   // Pages 0 and 1 (the metas) are always there, whatever last_pg says.

@@ -4,6 +4,7 @@
 // verify and extract end with an error naming the damage, never by a signal.
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -79,6 +80,26 @@ TEST_CASE("an LMDB with any 4 KiB page zeroed, or random ones: verify and extrac
     WriteAt(data, offset, zeros);
     RunBoth(dataset, dir / "out", "4 KiB zeroed at byte " + std::to_string(offset));
     WriteAt(data, offset, saved);
+  }
+  // The newer meta page (page 1, transaction 1 or later) giving another page size: liblmdb maps
+  // the file with it unchecked, and the first read transaction raised SIGBUS (fuzz_lmdb_pages).
+  {
+    const std::vector<char> saved = ReadAt(data, kPage, kPage);
+    std::vector<char> meta = saved;
+    const std::uint32_t huge = 1u << 30;
+    std::memcpy(meta.data() + 16 + 24, &huge, sizeof huge);  // MDB_meta's free db md_pad
+    std::uint64_t txn = 0;
+    std::memcpy(&txn, saved.data() + 16 + 128, sizeof txn);
+    if (txn == 0) {
+      txn = ~std::uint64_t{0} >> 1;  // newer than page 0's, whatever it holds
+      std::memcpy(meta.data() + 16 + 128, &txn, sizeof txn);
+    }
+    WriteAt(data, kPage, meta);
+    const test::CommandResult verified = test::RunCli("verify " + test::Quote(dataset));
+    CHECK_MESSAGE((verified.exit_code == 5 || verified.exit_code == 6), verified.output);
+    CHECK_MESSAGE(verified.output.find("page size") != std::string::npos, verified.output);
+    CHECK(RunBoth(dataset, dir / "out", "meta page 1 with another page size") < 2);
+    WriteAt(data, kPage, saved);
   }
   MESSAGE(pages << " pages zeroed one at a time: " << noticed << " noticed");
   // Every page but free ones holds something a zeroing changes: most are noticed.
