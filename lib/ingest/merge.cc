@@ -76,11 +76,9 @@ Result<std::vector<fs::path>> PartsAtUrl(const std::string& url) {
   PACKREC_ASSIGN_OR_RETURN(const std::optional<ObjectStore::ObjectHead> manifest,
                            at->Head("manifest.json"));
   if (manifest) return parts;
-  std::string rest = url.substr(5);
-  while (!rest.empty() && rest.back() == '/') rest.pop_back();
-  const auto slash = rest.find('/');
-  const std::string bucket = "s3://" + rest.substr(0, slash);
-  const std::string prefix = slash == std::string::npos ? "" : rest.substr(slash + 1) + "/";
+  PACKREC_ASSIGN_OR_RETURN(const ParsedUrl parsed, ParseUrl(url));
+  const std::string bucket = parsed.BucketUrl();
+  const std::string prefix = parsed.KeyPrefix();
   PACKREC_ASSIGN_OR_RETURN(const std::shared_ptr<ObjectStore> store,
                            ObjectStore::ForUrl(bucket, RemoteOptions{}));
   PACKREC_ASSIGN_OR_RETURN(const std::vector<std::string> keys, store->ListKeys(prefix));
@@ -387,17 +385,17 @@ Status RemovePartAtUrl(const std::string& url) {
   if (!url.starts_with("s3://")) {
     return Status::NotSupported("cannot remove the part " + url + ": plain HTTP has no delete");
   }
+  PACKREC_ASSIGN_OR_RETURN(const ParsedUrl parsed, ParseUrl(url));
+  if (parsed.key.empty()) {
+    // A bucket is no part: its "prefix" would be every object in it.
+    return Status::InvalidArgument("cannot remove the part " + url + ": it names a bucket");
+  }
   PACKREC_ASSIGN_OR_RETURN(const std::shared_ptr<ObjectStore> part,
                            ObjectStore::ForUrl(url, RemoteOptions{}));
   PACKREC_RETURN_IF_ERROR(part->Delete("manifest.json"));
-  const std::string rest = url.substr(5);
-  const std::string bucket = "s3://" + rest.substr(0, rest.find('/'));
-  const std::string prefix = rest.substr(rest.find('/') + 1) + "/";
   PACKREC_ASSIGN_OR_RETURN(const std::shared_ptr<ObjectStore> store,
-                           ObjectStore::ForUrl(bucket, RemoteOptions{}));
-  PACKREC_ASSIGN_OR_RETURN(const std::vector<std::string> keys, store->ListKeys(prefix));
-  for (const std::string& key : keys) PACKREC_RETURN_IF_ERROR(store->Delete(key));
-  return Status::OK();
+                           ObjectStore::ForUrl(parsed.BucketUrl(), RemoteOptions{}));
+  return store->DeletePrefix(parsed.KeyPrefix());
 }
 
 Status RemoveParts(std::vector<Part>& parts, const std::string& format) {

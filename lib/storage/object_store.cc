@@ -366,6 +366,23 @@ bool IsDatasetUrl(std::string_view path) {
   return path.starts_with("http://") || path.starts_with("https://") || path.starts_with("s3://");
 }
 
+Result<ParsedUrl> ParseUrl(std::string_view url) {
+  if (!IsDatasetUrl(url)) return Status::InvalidArgument(std::string(url) + " is not a URL");
+  ParsedUrl parsed;
+  parsed.text = std::string(url);
+  const std::size_t after_scheme = parsed.text.find("://") + 3;
+  while (parsed.text.size() > after_scheme && parsed.text.back() == '/') parsed.text.pop_back();
+  if (!parsed.text.starts_with("s3://")) return parsed;
+  parsed.s3 = true;
+  const std::string rest = parsed.text.substr(5);
+  const auto slash = rest.find('/');
+  parsed.bucket = rest.substr(0, slash);
+  if (slash != std::string::npos) parsed.key = rest.substr(slash + 1);
+  while (parsed.key.starts_with("/")) parsed.key.erase(0, 1);
+  if (parsed.bucket.empty()) return Status::InvalidArgument(std::string(url) + ": no bucket name");
+  return parsed;
+}
+
 struct ObjectStore::Impl {
   std::string base;   // http(s) URL of the dataset "directory", no trailing '/'
   std::string shown;  // the URL as the user gave it (s3://...), which errors name instead of base
@@ -752,15 +769,12 @@ Result<std::shared_ptr<ObjectStore>> ObjectStore::ForUrl(std::string_view url,
     return Status::InvalidArgument("the remote timeout must be positive");
   }
   auto impl = std::make_unique<Impl>();
-  std::string trimmed(url);
-  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
-  if (trimmed.starts_with("s3://")) {
+  PACKREC_ASSIGN_OR_RETURN(const ParsedUrl parsed, ParseUrl(url));
+  const std::string& trimmed = parsed.text;
+  if (parsed.s3) {
     impl->s3 = true;
-    const std::string rest = trimmed.substr(5);
-    const auto slash = rest.find('/');
-    const std::string bucket = rest.substr(0, slash);
-    const std::string key = slash == std::string::npos ? "" : rest.substr(slash + 1);
-    if (bucket.empty()) return Status::InvalidArgument(std::string(url) + ": no bucket name");
+    const std::string& bucket = parsed.bucket;
+    const std::string& key = parsed.key;
     const AwsSettings aws = LoadAwsSettings();
     std::string endpoint = Env("AWS_ENDPOINT_URL_S3");
     if (endpoint.empty()) endpoint = Env("AWS_ENDPOINT_URL");
@@ -1048,6 +1062,16 @@ Status ObjectStore::DownloadOnce(
     }
   }
   return out->Close();
+}
+
+Status ObjectStore::DeletePrefix(std::string_view prefix) const {
+  if (prefix.empty()) {
+    return Status::InvalidArgument("refusing to delete every object of " + url_ +
+                                   " (an empty prefix)");
+  }
+  PACKREC_ASSIGN_OR_RETURN(const std::vector<std::string> keys, ListKeys(prefix));
+  for (const std::string& key : keys) PACKREC_RETURN_IF_ERROR(Delete(key));
+  return Status::OK();
 }
 
 Result<std::vector<std::string>> ObjectStore::ListKeys(std::string_view prefix) const {

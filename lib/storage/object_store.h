@@ -39,6 +39,23 @@ class RandomAccessFile;
 // IsDatasetUrl (packrec/reader.h), by its name inside the library.
 inline bool IsRemoteUrl(std::string_view path) { return IsDatasetUrl(path); }
 
+// An http(s):// or s3:// URL, split once for every caller (the stores, import globs, merge's
+// parts). Trailing '/' dropped. For s3://: the bucket and the key under it (no leading or
+// trailing '/'; empty for the bucket itself).
+struct ParsedUrl {
+  std::string text;  // the URL, without trailing '/'
+  bool s3 = false;
+  std::string bucket;  // s3 only
+  std::string key;     // s3 only; "" names the bucket
+  // "s3://bucket".
+  std::string BucketUrl() const { return "s3://" + bucket; }
+  // The prefix of the objects under the key: "key/", or "" for the bucket.
+  std::string KeyPrefix() const { return key.empty() ? std::string() : key + "/"; }
+};
+// InvalidArgument naming `url` when it is no http(s):// or s3:// URL, or an s3:// one without
+// a bucket.
+Result<ParsedUrl> ParseUrl(std::string_view url);
+
 class ObjectStore {
  public:
   // The store for the dataset at `url` (its "directory"); names are resolved against it.
@@ -94,6 +111,9 @@ class ObjectStore {
                  std::string_view xxh64) const;
   // Deletes object `name`; OK when it was not there.
   Status Delete(std::string_view name) const;
+  // s3:// stores: deletes every object whose name starts with `prefix` (ListKeys, then DELETE
+  // each). An empty prefix is refused: it would empty the store.
+  Status DeletePrefix(std::string_view prefix) const;
 
   // Object `name` copied to the local file `file` (created), in ranged GETs of 8 MiB, up to 8 in
   // flight: large objects (a WebDataset tar) never sit whole in memory.

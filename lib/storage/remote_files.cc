@@ -33,11 +33,10 @@ Status ExpandGlob(const std::string& pattern, const RemoteOptions& options,
                                 ": a pattern over a URL needs s3:// (plain HTTP has no listing); "
                                 "name the files, or use braces");
   }
-  const std::string rest = pattern.substr(5);
-  const auto slash = rest.find('/');
-  if (slash == std::string::npos) return Status::InvalidArgument(pattern + ": no object key");
-  const std::string bucket = "s3://" + rest.substr(0, slash);
-  const std::string key_pattern = rest.substr(slash + 1);
+  PACKREC_ASSIGN_OR_RETURN(const ParsedUrl parsed, ParseUrl(pattern));
+  if (parsed.key.empty()) return Status::InvalidArgument(pattern + ": no object key");
+  const std::string bucket = parsed.BucketUrl();
+  const std::string& key_pattern = parsed.key;
   const std::string prefix = key_pattern.substr(0, key_pattern.find_first_of("*?["));
   if (HasGlob(key_pattern.substr(0, key_pattern.rfind('/') + 1))) {
     return Status::InvalidArgument(pattern + ": only the last part of an S3 key may hold a glob");
