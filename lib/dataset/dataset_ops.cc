@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <system_error>
@@ -26,6 +27,10 @@ std::string AsciiLower(std::string text) {
   return text;
 }
 
+template <typename Report>
+void VerifyFields(const Reader& reader, const std::set<std::uint64_t>& damaged,
+                  const Report& report);
+
 // What the manifest says of every record, checked against the records themselves: each label
 // below label_count (and inside the class list when it has one), each field value of the type
 // and shape the schema declares. A manifest whose checksum was recomputed over a lie (any tool
@@ -34,8 +39,8 @@ std::string AsciiLower(std::string text) {
 void VerifyAgainstManifest(const Reader& reader, const std::set<std::uint64_t>& damaged,
                            VerifyReporter& reporter, VerifyStats& stats) {
   const DatasetInfo& info = reader.info();
-  const auto report = [&](std::uint64_t index, const Status& status) {
-    reporter.Report({"", index, "", std::nullopt, status.WithRecordIndex(index)});
+  const auto report = [&](std::optional<std::uint64_t> index, const Status& status) {
+    reporter.Report({"", index, "", std::nullopt, index ? status.WithRecordIndex(*index) : status});
     ++stats.problems;
   };
   Result<std::vector<std::uint32_t>> labels = reader.ReadLabels();
@@ -57,6 +62,18 @@ void VerifyAgainstManifest(const Reader& reader, const std::set<std::uint64_t>& 
       }
     }
   }
+  VerifyFields(reader, damaged, report);
+}
+
+// Every record's fields read under the schema (ReadField checks each value's type), and how
+// many records carry each field against the manifest's field_records where it has them: fields
+// renamed or reordered among one type show there when their counts differ.
+template <typename Report>
+void VerifyFields(const Reader& reader, const std::set<std::uint64_t>& damaged,
+                  const Report& report) {
+  const DatasetInfo& info = reader.info();
+  std::vector<std::uint64_t> present(info.fields.size(), 0);
+  bool all_read = damaged.empty();
   ReadScratch scratch;
   std::vector<std::uint64_t> ahead;
   for (std::uint64_t i = 0; i < reader.size() && !info.fields.empty(); ++i) {
@@ -72,8 +89,19 @@ void VerifyAgainstManifest(const Reader& reader, const std::set<std::uint64_t>& 
       const Result<FieldView> value = reader.ReadField(i, f, scratch);  // checks the type too
       if (!value.ok()) {
         report(i, value.status());
+        all_read = false;
         break;
       }
+      present[f] += value->present ? 1 : 0;
+    }
+  }
+  if (!all_read || info.field_records.size() != info.fields.size()) return;
+  for (std::size_t f = 0; f < info.fields.size(); ++f) {
+    if (present[f] != info.field_records[f]) {
+      report(std::nullopt,
+             Status::Corruption("field '" + info.fields[f].name + "' is present in " +
+                                std::to_string(present[f]) + " records, the manifest's " +
+                                "field_records says " + std::to_string(info.field_records[f])));
     }
   }
 }

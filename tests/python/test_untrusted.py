@@ -30,6 +30,8 @@ def tree(tmp_path_factory):
             (root / cls / f"{i:04d}.txt").write_text(f"caption {i} of {cls}!", encoding="utf-8")
             (root / cls / f"{i:04d}.json").write_text(json.dumps({"i": i}))
             Image.new("L", (24, 16), i).save(f"{stem}.mask.bin", format="PNG")
+            if i < 2:  # a second text field, in fewer records than the caption
+                (root / cls / f"{i:04d}.cls").write_text(str(i))
     return root
 
 
@@ -109,6 +111,24 @@ def test_a_schema_lie_is_a_named_error_from_reads_and_verify(dataset, tmp_path, 
     run = subprocess.run([CLI, "verify", str(lying)], capture_output=True, text=True)
     assert run.returncode == 5, run.stdout + run.stderr
     assert "schema declares" in run.stdout + run.stderr
+
+
+def test_fields_of_one_type_reordered_with_their_counts_are_named_by_verify(dataset, tmp_path):
+    """Two text fields swapped in the schema (their counts with them): every value still is
+    text, so only the count of records holding each field can tell. A swap of names alone, the
+    counts left in place, cannot be seen: the records hold their values by position."""
+    def swap(manifest):
+        names = [f["name"] for f in manifest["fields"]]
+        a, b = names.index("cls"), names.index("txt")
+        fields, counts = manifest["fields"], manifest["field_records"]
+        fields[a], fields[b] = fields[b], fields[a]
+        counts[a], counts[b] = counts[b], counts[a]
+    lying = lie(dataset, tmp_path, swap)
+    report = packrec.open(lying).verify()
+    assert not report["ok"]
+    assert any("field_records says" in p["message"] for p in report["problems"]), report
+    run = subprocess.run([CLI, "verify", str(lying)], capture_output=True, text=True)
+    assert run.returncode == 5 and "field_records" in run.stdout + run.stderr
 
 
 def test_a_cut_label_count_is_named_by_reads_and_verify(dataset, tmp_path):
