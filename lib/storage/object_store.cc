@@ -957,12 +957,26 @@ Status ObjectStore::UploadParts(std::string_view name, const std::string& upload
 
 namespace {
 
-// What the server says the object's bytes hash to, as lowercase hex, and which hash: packrec's
-// own xxh64 (its uploads carry it), else S3's ETag of a single-part upload (the MD5 of the
-// bytes, 32 hex digits in quotes), else Content-MD5 (base64); empty when it says nothing a
-// download can be checked against (nginx's ETag is its file's time and size).
-std::pair<std::string, std::string> ExpectedDigest(const ObjectStore::ObjectHead& head) {
-  if (head.xxh64.size() == 16) return {"xxh64", Lowercase(head.xxh64)};
+// Lowercase hex of `bytes` (an MD5).
+std::string HexBytes(const unsigned char* bytes, std::size_t size) {
+  std::string hex;
+  for (std::size_t i = 0; i < size; ++i) hex += Hex64(bytes[i]).substr(14);
+  return hex;
+}
+
+// What the server says the object's bytes hash to: packrec's own xxh64 (its uploads carry it),
+// else S3's ETag of a single-part upload (the MD5 of the bytes, 32 hex digits in quotes), else
+// Content-MD5 (base64); kind kNone when it says nothing a download can be checked against
+// (nginx's ETag is its file's time and size).
+struct ExpectedDigest {
+  enum class Kind { kNone, kXxh64, kMd5 } kind = Kind::kNone;
+  std::string source;  // where it came from, as messages name it
+  std::string hex;     // lowercase
+};
+
+ExpectedDigest ExpectedDigestOf(const ObjectStore::ObjectHead& head) {
+  using Kind = ExpectedDigest::Kind;
+  if (head.xxh64.size() == 16) return {Kind::kXxh64, "xxh64", Lowercase(head.xxh64)};
   std::string etag = head.etag;
   if (etag.starts_with("W/")) etag.clear();  // a weak ETag says nothing of the bytes
   if (etag.size() == 34 && etag.front() == '"' && etag.back() == '"') {
@@ -970,45 +984,48 @@ std::pair<std::string, std::string> ExpectedDigest(const ObjectStore::ObjectHead
   }
   if (etag.size() == 32 &&
       std::all_of(etag.begin(), etag.end(), [](unsigned char c) { return std::isxdigit(c); })) {
-    return {"ETag (MD5)", Lowercase(etag)};
+    return {Kind::kMd5, "ETag (MD5)", Lowercase(etag)};
   }
   if (head.content_md5.size() == 24) {
     std::array<unsigned char, 18> raw{};
     const int length = EVP_DecodeBlock(
         raw.data(), reinterpret_cast<const unsigned char*>(head.content_md5.data()), 24);
     if (length == 18) {  // 16 bytes and the 2 the padding decodes to
-      std::string hex;
-      for (int i = 0; i < 16; ++i) hex += Hex64(raw[static_cast<std::size_t>(i)]).substr(14);
-      return {"Content-MD5", hex};
+      return {Kind::kMd5, "Content-MD5", HexBytes(raw.data(), 16)};
     }
   }
   return {};
 }
 
-// MD5 and XXH64 of a download, computed as its chunks are written.
+// The digest of `kind` of a download, computed as its chunks are written; nothing is hashed for
+// kNone (most plain HTTP servers), so an unchecked import costs no hashing.
 class DownloadDigest {
  public:
-  DownloadDigest() : md5_(EVP_MD_CTX_new()) { EVP_DigestInit_ex(md5_, EVP_md5(), nullptr); }
-  ~DownloadDigest() { EVP_MD_CTX_free(md5_); }
+  explicit DownloadDigest(ExpectedDigest::Kind kind) : kind_(kind) {
+    if (kind_ == ExpectedDigest::Kind::kMd5) {
+      md5_ = EVP_MD_CTX_new();
+      EVP_DigestInit_ex(md5_, EVP_md5(), nullptr);
+    }
+  }
+  ~DownloadDigest() { EVP_MD_CTX_free(md5_); }  // null-safe
   DownloadDigest(const DownloadDigest&) = delete;
   DownloadDigest& operator=(const DownloadDigest&) = delete;
   void Update(std::span<const std::byte> bytes) {
-    EVP_DigestUpdate(md5_, bytes.data(), bytes.size());
-    xxh64_.Update(bytes);
+    if (kind_ == ExpectedDigest::Kind::kMd5) EVP_DigestUpdate(md5_, bytes.data(), bytes.size());
+    if (kind_ == ExpectedDigest::Kind::kXxh64) xxh64_.Update(bytes);
   }
-  // The digest `kind` names (ExpectedDigest), as lowercase hex.
-  std::string Hex(const std::string& kind) {
-    if (kind == "xxh64") return Hex64(xxh64_.Digest());
+  // Lowercase hex, as ExpectedDigest holds it.
+  std::string Hex() {
+    if (kind_ == ExpectedDigest::Kind::kXxh64) return Hex64(xxh64_.Digest());
     std::array<unsigned char, EVP_MAX_MD_SIZE> md5{};
     unsigned int size = 0;
     EVP_DigestFinal_ex(md5_, md5.data(), &size);
-    std::string hex;
-    for (unsigned int i = 0; i < size; ++i) hex += Hex64(md5[i]).substr(14);
-    return hex;
+    return HexBytes(md5.data(), size);
   }
 
  private:
-  EVP_MD_CTX* md5_;
+  ExpectedDigest::Kind kind_;
+  EVP_MD_CTX* md5_ = nullptr;
   Xxh64Stream xxh64_;
 };
 
@@ -1020,21 +1037,21 @@ class DownloadDigest {
 Status ObjectStore::Download(std::string_view name, const std::filesystem::path& file) const {
   PACKREC_ASSIGN_OR_RETURN(const std::optional<ObjectHead> head, Head(name));
   if (!head) return Status::NotFound(NameUrl(name) + ": no such object");
-  const auto [kind, expected] = ExpectedDigest(*head);
+  const ExpectedDigest expected = ExpectedDigestOf(*head);
   Status checked;
   for (int attempt = 0; attempt < 3; ++attempt) {
     if (attempt > 0) {
       std::error_code ignored;
       std::filesystem::remove(file, ignored);  // the damaged copy, made by this call
     }
-    DownloadDigest digest;
+    DownloadDigest digest(expected.kind);
     PACKREC_RETURN_IF_ERROR(
         DownloadOnce(name, head->size, file, [&digest](auto bytes) { digest.Update(bytes); }));
-    if (expected.empty()) return Status::OK();
-    const std::string got = digest.Hex(kind);
-    if (got == expected) return Status::OK();
+    if (expected.kind == ExpectedDigest::Kind::kNone) return Status::OK();
+    const std::string got = digest.Hex();
+    if (got == expected.hex) return Status::OK();
     checked = Status::Corruption(NameUrl(name) + ": the downloaded bytes hash to " + got +
-                                 ", the server's " + kind + " says " + expected +
+                                 ", the server's " + expected.source + " says " + expected.hex +
                                  " (damaged on the way, three times)")
                   .WithPath(NameUrl(name));
   }
