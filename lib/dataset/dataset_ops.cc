@@ -14,6 +14,7 @@
 #include "core/tree_writer.h"
 #include "packrec/image.h"
 #include "storage/field_block.h"
+#include "storage/manifest_json.h"
 
 namespace packrec {
 namespace {
@@ -25,44 +26,6 @@ std::string AsciiLower(std::string text) {
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
   }
   return text;
-}
-
-template <typename Report>
-void VerifyFields(const Reader& reader, const std::set<std::uint64_t>& damaged,
-                  const Report& report);
-
-// What the manifest says of every record, checked against the records themselves: each label
-// below label_count (and inside the class list when it has one), each field value of the type
-// and shape the schema declares. A manifest whose checksum was recomputed over a lie (any tool
-// or bug can write one) is caught here, since its shards still hash as listed.
-// `damaged`: the records the reader's own Verify reported, not reported again.
-void VerifyAgainstManifest(const Reader& reader, const std::set<std::uint64_t>& damaged,
-                           VerifyReporter& reporter, VerifyStats& stats) {
-  const DatasetInfo& info = reader.info();
-  const auto report = [&](std::optional<std::uint64_t> index, const Status& status) {
-    reporter.Report({"", index, "", std::nullopt, index ? status.WithRecordIndex(*index) : status});
-    ++stats.problems;
-  };
-  Result<std::vector<std::uint32_t>> labels = reader.ReadLabels();
-  if (!labels.ok()) {
-    reporter.Report(
-        {"", labels.status().record_index(), "", labels.status().byte_offset(), labels.status()});
-    ++stats.problems;
-    return;
-  }
-  {
-    const std::uint64_t named = info.classes.size();
-    for (std::uint64_t i = 0; i < labels->size(); ++i) {
-      const std::uint32_t label = (*labels)[i];
-      if (label >= info.label_count || (named > 0 && label >= named)) {
-        report(i, Status::Corruption(
-                      "record " + std::to_string(i) + " has label " + std::to_string(label) +
-                      ", but the manifest says label_count " + std::to_string(info.label_count) +
-                      (named > 0 ? " and lists " + std::to_string(named) + " classes" : "")));
-      }
-    }
-  }
-  VerifyFields(reader, damaged, report);
 }
 
 // Every record's fields read under the schema (ReadField checks each value's type), and how
@@ -104,6 +67,41 @@ void VerifyFields(const Reader& reader, const std::set<std::uint64_t>& damaged,
                                 "field_records says " + std::to_string(info.field_records[f])));
     }
   }
+}
+
+// What the manifest says of every record, checked against the records themselves: each label
+// below label_count (and inside the class list when it has one), each field value of the type
+// and shape the schema declares. A manifest whose checksum was recomputed over a lie (any tool
+// or bug can write one) is caught here, since its shards still hash as listed.
+// `damaged`: the records the reader's own Verify reported, not reported again.
+void VerifyAgainstManifest(const Reader& reader, const std::set<std::uint64_t>& damaged,
+                           VerifyReporter& reporter, VerifyStats& stats) {
+  const DatasetInfo& info = reader.info();
+  const auto report = [&](std::optional<std::uint64_t> index, const Status& status) {
+    reporter.Report({"", index, "", std::nullopt, index ? status.WithRecordIndex(*index) : status});
+    ++stats.problems;
+  };
+  Result<std::vector<std::uint32_t>> labels = reader.ReadLabels();
+  if (!labels.ok()) {
+    reporter.Report(
+        {"", labels.status().record_index(), "", labels.status().byte_offset(), labels.status()});
+    ++stats.problems;
+    return;
+  }
+  const std::uint64_t named = info.classes.size();
+  for (std::uint64_t i = 0; i < labels->size(); ++i) {
+    if (damaged.count(i) > 0) continue;  // the reader's Verify has named it (its label too)
+    const std::uint32_t label = (*labels)[i];
+    // The reads' own check (label_count), then the class list, which only verify holds to.
+    Status checked = CheckLabelAgainstManifest(info, i, label);
+    if (checked.ok() && named > 0 && label >= named) {
+      checked =
+          Status::Corruption("record " + std::to_string(i) + " has label " + std::to_string(label) +
+                             ", but the manifest lists " + std::to_string(named) + " classes");
+    }
+    if (!checked.ok()) report(i, checked);
+  }
+  VerifyFields(reader, damaged, report);
 }
 
 // Passes problems on, remembering the records they name.
