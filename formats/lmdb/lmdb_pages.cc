@@ -33,12 +33,7 @@ constexpr std::size_t kMetaDbs = kPageHeaderBytes + 24;
 constexpr std::size_t kDbBytes = 48;
 constexpr std::size_t kMetaLastPage = kMetaDbs + 2 * kDbBytes;
 constexpr std::size_t kMetaTxnId = kMetaLastPage + 8;
-
-struct MainDb {
-  std::uint16_t depth = 0;
-  std::uint64_t entries = 0;
-  std::uint64_t root = kNoRoot;
-};
+static_assert(kMetaTxnId + 8 == kLmdbMetaBytes);
 
 class PageWalk {
  public:
@@ -47,15 +42,17 @@ class PageWalk {
 
   Status Run() {
     PACKREC_ASSIGN_OR_RETURN(const std::uint64_t file_size, file_->RegularFileSize());
-    PACKREC_ASSIGN_OR_RETURN(const MainDb db, ReadMeta(file_size));
-    if (db.root == kNoRoot) {
-      if (db.entries != 0) return Bad(0, "its meta page counts entries but names no root page");
+    PACKREC_ASSIGN_OR_RETURN(const LmdbMeta meta, ReadMeta(file_size));
+    if (meta.main_root == kNoRoot) {
+      if (meta.main_entries != 0) {
+        return Bad(0, "its meta page counts entries but names no root page");
+      }
       return Status::OK();
     }
-    PACKREC_RETURN_IF_ERROR(Visit(db.root, 1, db.depth));
-    if (leaf_entries_ != db.entries) {
+    PACKREC_RETURN_IF_ERROR(Visit(meta.main_root, 1, meta.main_depth));
+    if (leaf_entries_ != meta.main_entries) {
       return Bad(0, "its leaf pages hold " + std::to_string(leaf_entries_) +
-                        " entries, its meta page counts " + std::to_string(db.entries));
+                        " entries, its meta page counts " + std::to_string(meta.main_entries));
     }
     return Status::OK();
   }
@@ -68,55 +65,47 @@ class PageWalk {
         .WithByteOffset(page * page_size_);
   }
 
-  // Both meta pages as liblmdb's mdb_env_read_header wants them; the newer one's main database.
-  Result<MainDb> ReadMeta(std::uint64_t file_size) {
-    std::vector<std::byte> first(kMetaTxnId + 8);
+  // Both meta pages as liblmdb's mdb_env_read_header wants them; the newer one.
+  Result<LmdbMeta> ReadMeta(std::uint64_t file_size) {
+    std::vector<std::byte> first(kLmdbMetaBytes);
     if (file_size < first.size()) return Bad(0, "the file is too short for a meta page");
     PACKREC_RETURN_IF_ERROR(file_->ReadExact(0, first));
-    page_size_ = LoadLE<std::uint32_t>(&first[kMetaDbs]);  // the free list's md_pad
-    if (page_size_ < 256 || page_size_ > 65536 || (page_size_ & (page_size_ - 1)) != 0) {
-      page_size_ = 0;
-      return Bad(0, "its meta page gives no valid page size");
-    }
+    const LmdbMeta meta0 = ParseLmdbMeta(first);
+    if (!IsLmdbPageSize(meta0.page_size)) return Bad(0, "its meta page gives no valid page size");
+    page_size_ = meta0.page_size;
     pages_in_file_ = file_size / page_size_;
     if (pages_in_file_ < 2) return Bad(1, "the file ends before its second meta page");
     std::vector<std::byte> second(first.size());
     PACKREC_RETURN_IF_ERROR(file_->ReadExact(page_size_, second));
+    const LmdbMeta meta1 = ParseLmdbMeta(second);
     for (std::uint64_t page = 0; page < 2; ++page) {
-      const std::vector<std::byte>& meta = page == 0 ? first : second;
-      if (LoadLE<std::uint32_t>(&meta[kPageHeaderBytes]) != kMetaMagic ||
-          LoadLE<std::uint32_t>(&meta[kPageHeaderBytes + 4]) != kDataVersion) {
+      const LmdbMeta& meta = page == 0 ? meta0 : meta1;
+      if (!meta.is_meta || meta.version != kDataVersion) {
         return Bad(page, "not an LMDB meta page of data version 1 (magic or version)");
       }
       // liblmdb maps the file with the newer meta's page size, unchecked: both must agree.
-      if (LoadLE<std::uint32_t>(&meta[kMetaDbs]) != page_size_) {
+      if (meta.page_size != page_size_) {
         return Bad(page, "its page size differs from the other meta page's");
       }
     }
-    const bool newer_second =
-        LoadLE<std::uint64_t>(&second[kMetaTxnId]) > LoadLE<std::uint64_t>(&first[kMetaTxnId]);
-    const std::vector<std::byte>& meta = newer_second ? second : first;
+    const bool newer_second = meta1.txn_id > meta0.txn_id;
+    const LmdbMeta& meta = newer_second ? meta1 : meta0;
     const std::uint64_t meta_page = newer_second ? 1 : 0;
-    last_page_ = LoadLE<std::uint64_t>(&meta[kMetaLastPage]);
+    last_page_ = meta.last_page;
     if (last_page_ >= pages_in_file_) {
       return Bad(meta_page, "its last page " + std::to_string(last_page_) +
-                                " lies past the end "
-                                "of the file (" +
+                                " lies past the end of the file (" +
                                 std::to_string(pages_in_file_) + " pages)");
     }
-    const std::byte* main = &meta[kMetaDbs + kDbBytes];
-    MainDb db;
-    db.depth = LoadLE<std::uint16_t>(main + 6);
-    db.entries = LoadLE<std::uint64_t>(main + 32);
-    db.root = LoadLE<std::uint64_t>(main + 40);
     // liblmdb's cursors hold at most 32 levels (CURSOR_STACK); a deeper tree is refused there
     // too, and the walk below recurses once per level.
-    if (db.root != kNoRoot &&
-        (db.root < 2 || db.root > last_page_ || db.depth == 0 || db.depth > 32)) {
-      return Bad(meta_page, "its main database names root page " + std::to_string(db.root) +
-                                " at depth " + std::to_string(db.depth) + ", outside the file");
+    if (meta.main_root != kNoRoot && (meta.main_root < 2 || meta.main_root > last_page_ ||
+                                      meta.main_depth == 0 || meta.main_depth > 32)) {
+      return Bad(meta_page, "its main database names root page " + std::to_string(meta.main_root) +
+                                " at depth " + std::to_string(meta.main_depth) +
+                                ", outside the file");
     }
-    return db;
+    return meta;
   }
 
   // Page `page` at `level` (1: the root) of a tree whose leaves are at `depth`.
@@ -217,6 +206,25 @@ class PageWalk {
 };
 
 }  // namespace
+
+LmdbMeta ParseLmdbMeta(std::span<const std::byte> page) {
+  LmdbMeta meta;
+  if (page.size() < kLmdbMetaBytes) return meta;
+  meta.is_meta = LoadLE<std::uint32_t>(&page[kPageHeaderBytes]) == kMetaMagic;
+  meta.version = LoadLE<std::uint32_t>(&page[kPageHeaderBytes + 4]);
+  meta.page_size = LoadLE<std::uint32_t>(&page[kMetaDbs]);  // the free list's md_pad
+  meta.last_page = LoadLE<std::uint64_t>(&page[kMetaLastPage]);
+  meta.txn_id = LoadLE<std::uint64_t>(&page[kMetaTxnId]);
+  const std::byte* main = &page[kMetaDbs + kDbBytes];
+  meta.main_depth = LoadLE<std::uint16_t>(main + 6);
+  meta.main_entries = LoadLE<std::uint64_t>(main + 32);
+  meta.main_root = LoadLE<std::uint64_t>(main + 40);
+  return meta;
+}
+
+bool IsLmdbPageSize(std::uint32_t size) {
+  return size >= 4096 && size <= 65536 && (size & (size - 1)) == 0;
+}
 
 Status CheckLmdbPages(const std::filesystem::path& data_file) {
   PACKREC_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file,
